@@ -1,0 +1,57 @@
+"""CodeGrep: an RL-trained retrieval agent for LLM coding agents (reproducibility bundle).
+
+The moving parts are four small protocols; every implementation in the package satisfies one of them.
+Value types live beside their implementations (``codegrep.data.tasks.Task``,
+``codegrep.env.tools.ToolCall`` / ``ToolResult``, ``codegrep.retrievers.base.Retrieval``, ...).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:  # value types only; importing them here would pull heavy modules at import time
+    from codegrep.data.tasks import Task
+    from codegrep.downstream.agents import DownstreamResult
+    from codegrep.env.tools import ToolCall, ToolResult
+    from codegrep.retrievers.base import Retrieval
+
+__version__ = "0.1.0"
+TRAJECTORY_FORMAT = "codegrep-episode-1"  # version tag written into every saved episode
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Maps chat histories to the next assistant message (batched: one string per history)."""
+
+    def generate(self, batch: Sequence[list[dict[str, Any]]]) -> list[str]: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Model name, sampling settings, device: recorded in every episode."""
+        ...
+
+
+@runtime_checkable
+class ToolEnvironment(Protocol):
+    """Read-only grep/glob/read over one repository snapshot; one turn's calls run in parallel."""
+
+    def run_turn(self, calls: Sequence["ToolCall"]) -> list["ToolResult"]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Ranks the files of a checkout for a task's issue text."""
+
+    name: str
+
+    def retrieve(self, task: "Task", checkout: Path) -> "Retrieval": ...
+
+
+@runtime_checkable
+class DownstreamAgent(Protocol):
+    """A frozen coding agent (real, or the replay cost model) run with or without candidate files."""
+
+    name: str
+
+    def run(self, task: "Task", candidate_files: Sequence[str] | None) -> "DownstreamResult": ...

@@ -1,0 +1,5 @@
+import sys
+
+from codegrep.cli import main
+
+sys.exit(main())

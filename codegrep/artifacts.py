@@ -1,0 +1,82 @@
+"""The one helper notebooks save through: figures (PNG + SVG), tables (parquet), JSON, headlines.
+
+Headlines are the few numbers a notebook's last cell records; ``codegrep report`` and the tests
+read them back from ``<artifacts>/headlines/<notebook>.json``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+@dataclass
+class Outputs:
+    """Where one run writes: ``artifacts`` (numbers) and ``figures`` (plots)."""
+
+    artifacts: Path = Path("artifacts")
+    """Directory for parquet/JSON outputs and headline numbers."""
+    figures: Path = Path("figures")
+    """Directory for PNG and SVG figures."""
+
+    def __post_init__(self) -> None:
+        self.artifacts, self.figures = Path(self.artifacts), Path(self.figures)
+        self.artifacts.mkdir(parents=True, exist_ok=True)
+        self.figures.mkdir(parents=True, exist_ok=True)
+
+    def figure(self, fig: Any, name: str, note: str | None = None) -> list[Path]:
+        """Save a matplotlib figure as ``<name>.png`` and ``<name>.svg``; ``note`` is stamped on it
+        (use it to label simulated or model-derived numbers)."""
+        if note:
+            fig.text(0.99, 0.005, note, ha="right", va="bottom", fontsize=7, color="0.35", style="italic")
+        paths = [self.figures / f"{name}.png", self.figures / f"{name}.svg"]
+        fig.savefig(paths[0], dpi=120, bbox_inches="tight")
+        fig.savefig(paths[1], bbox_inches="tight")
+        return paths
+
+    def table(self, df: Any, name: str) -> Path:
+        """Save a DataFrame as ``<name>.parquet``."""
+        path = self.artifacts / f"{name}.parquet"
+        df.to_parquet(path, index=False)
+        return path
+
+    def json(self, obj: Any, name: str) -> Path:
+        """Save any JSON-able object (NaN becomes null) as ``<name>.json``."""
+        path = self.artifacts / f"{name}.json"
+        path.write_text(json.dumps(_jsonable(obj), indent=2, sort_keys=True))
+        return path
+
+    def headline(self, notebook: str, numbers: dict[str, Any], source: str = "run") -> Path:
+        """Record a notebook's headline numbers; ``source`` says what produced them
+        (``run``, ``model`` for the replay cost model, ``simulation``)."""
+        path = self.artifacts / "headlines" / f"{notebook}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(_jsonable({"notebook": notebook, "source": source,
+                                              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                              "numbers": numbers}), indent=2, sort_keys=True))
+        return path
+
+
+def read_headline(artifacts: Path, notebook: str) -> dict[str, Any]:
+    """The headline record a notebook wrote (raises FileNotFoundError naming the path)."""
+    path = Path(artifacts) / "headlines" / f"{notebook}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no headline numbers at {path}: run notebook {notebook} first")
+    return json.loads(path.read_text())

@@ -1,0 +1,1 @@
+"""Tasks (SWE-bench schema), repositories, and the offline default task set."""

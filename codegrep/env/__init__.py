@@ -1,0 +1,1 @@
+"""Docker-free environment: bare mirrors, a shared worktree pool, sandboxed grep/glob/read tools."""

@@ -1,0 +1,43 @@
+"""Tool call/result value types (the contract shared by agent, trainer, MCP server and tests).
+
+Tool names and arguments:
+  grep {pattern, path?, include?, ignore_case?, context?}
+  glob {pattern, path?}
+  read {path, start_line?, end_line?}
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+TOOL_NAMES = ("grep", "glob", "read")
+
+
+@dataclass
+class ToolCall:
+    """One call the model made."""
+
+    name: str
+    """Tool name: ``grep``, ``glob`` or ``read`` (anything else is answered with an error)."""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments as the model wrote them (validated by the environment, never trusted)."""
+
+
+@dataclass
+class ToolResult:
+    """What the environment answered to one call; errors are results, never exceptions."""
+
+    name: str
+    ok: bool
+    output: str = ""
+    error: str = ""
+    truncated: bool = False
+    latency_ms: float = 0.0
+    bytes_out: int = 0
+
+    def text(self) -> str:
+        """Exactly what the model sees for this call."""
+        return self.output if self.ok else f"ERROR: {self.error}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
