@@ -35,6 +35,8 @@ def normalize_path(path: str, repo_root: str | None = None) -> str:
     'django/db/models.py'
     >>> normalize_path("/home/u/proj/src/x.py", repo_root="/home/u/proj")
     'src/x.py'
+    >>> normalize_path("/testbed/a/b.py")
+    'a/b.py'
     >>> normalize_path("pkg//sub/../b.py")
     'pkg/b.py'
     """
@@ -44,11 +46,12 @@ def normalize_path(path: str, repo_root: str | None = None) -> str:
         root = repo_root.rstrip("/") + "/"
         if p.startswith(root):
             p = p[len(root):]
+    stripped = False
     for rx in _SANDBOX_PREFIXES:
         if rx.match(p):
-            p = rx.sub("", p, count=1)
+            p, stripped = rx.sub("", p, count=1), True
             break
-    if p.startswith(("a/", "b/")) and not repo_root:
+    if p.startswith(("a/", "b/")) and not (repo_root or stripped):  # git diff's a/ b/ prefixes
         p = p[2:]
     parts: list[str] = []
     for part in p.split("/"):
@@ -187,7 +190,10 @@ def paired_bootstrap_diff(a: Sequence[float], b: Sequence[float], n_boot: int = 
     >>> paired_bootstrap_diff([1, 2, 3], [2, 3, 4])
     (1.0, 1.0, 1.0)
     """
-    d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.shape != xb.shape:  # numpy would broadcast a length-1 side silently
+        raise ValueError(f"paired_bootstrap_diff needs the same length on both sides, got {xa.size} and {xb.size}")
+    d = xb - xa
     return bootstrap_ci(d, n_boot=n_boot, alpha=alpha, seed=seed)
 
 

@@ -1,0 +1,101 @@
+"""OpenHands: the event stream (``action``/``observation`` dicts) and ``output.jsonl`` rows.
+
+No real OpenHands row ships in ``../shared``; this parser follows the documented event schema
+(``{"source": "agent", "action": "read", "args": {"path": ...}}``, ``edit`` with ``command``,
+``run`` with a shell ``command``) and is tested on a hand-made fixture that mirrors it.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from codegrep.mining.events import Event
+from codegrep.mining.formats.base import Trajectory, content_text, resolution_from_report, strip_run_suffix
+from codegrep.mining.formats.tools import editor_events
+from codegrep.mining.shell import parse_shell
+
+NAME = "openhands"
+_SILENT = {"message", "system", "recall", "think", "change_agent_state", "null", "finish", "delegate", "condensation"}
+
+
+def _flatten(history: Iterable[Any]) -> list[dict[str, Any]]:
+    """Events from a flat event list or from old ``[[action, observation], ...]`` pairs."""
+    out: list[dict[str, Any]] = []
+    for item in history or []:
+        if isinstance(item, (list, tuple)):
+            out += [x for x in item if isinstance(x, dict)]
+        elif isinstance(item, dict):
+            out.append(item)
+    return out
+
+
+def detect(row: Any) -> bool:
+    if isinstance(row, list):
+        return any(isinstance(e, dict) and ("action" in e or "observation" in e) for e in _flatten(row)[:20])
+    return isinstance(row, dict) and "history" in row and (
+        "test_result" in row or "instance" in row or "metrics" in row) and bool(row.get("history")) and \
+        detect(row["history"])
+
+
+def action_events(event: dict[str, Any], step: int) -> list[Event]:
+    """Events of one OpenHands action.
+
+    >>> [(e.kind, e.path) for e in action_events({"action": "read", "args": {"path":
+    ...     "/workspace/django__django__3.0/django/db/models.py"}}, 0)]
+    [('view', 'django/db/models.py')]
+    """
+    args = event.get("args") or {}
+    action = event.get("action")
+    if action == "read":
+        return editor_events({"command": "view", "path": args.get("path"),
+                              "view_range": args.get("view_range")}, step, None)
+    if action == "edit":
+        return editor_events({"command": args.get("command") or "edit", "path": args.get("path")}, step, None)
+    if action == "write":
+        return editor_events({"command": "create", "path": args.get("path")}, step, None)
+    if action == "run":
+        return parse_shell(str(args.get("command") or ""), step)
+    if action == "run_ipython":
+        return [Event("run", step, command=str(args.get("code") or "")[:200])]
+    return []
+
+
+def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
+    """(events, number of agent actions, first user message) of an event stream."""
+    events, step, first_user = [], 0, ""
+    for ev in _flatten(stream):
+        if "action" not in ev:
+            continue
+        if ev.get("source") == "user" and ev.get("action") == "message" and not first_user:
+            first_user = content_text((ev.get("args") or {}).get("content") or ev.get("message"))
+        if ev.get("source", "agent") != "agent" or ev.get("action") in _SILENT:
+            continue
+        events += action_events(ev, step)
+        step += 1
+    return events, step, first_user
+
+
+def _tokens(metrics: Any) -> int | None:
+    usage = (metrics or {}).get("accumulated_token_usage") if isinstance(metrics, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+
+
+def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
+    """An ``output.jsonl`` row, or a bare event list (then ids come from the file name via ``source``)."""
+    if isinstance(row, list):
+        row = {"history": row}
+    instance = row.get("instance") or {}
+    raw_id = str(row.get("instance_id") or instance.get("instance_id") or source.rsplit("/", 1)[-1].split(":")[0])
+    instance_id = strip_run_suffix(raw_id)
+    events, steps, first_user = events_from_stream(row.get("history") or [])
+    result = row.get("test_result") or {}
+    resolved = resolution_from_report(result.get("report") or row.get("report") or report, instance_id)
+    if resolved is None and isinstance(row.get("resolved"), bool):
+        resolved = row["resolved"]
+    return Trajectory(trajectory_id=raw_id, instance_id=instance_id, source_format=NAME, events=events,
+                      patch=str(result.get("git_patch") or row.get("git_patch") or ""), resolved=resolved,
+                      problem_statement=str(instance.get("problem_statement") or first_user),
+                      n_steps=steps, n_tokens=_tokens(row.get("metrics")),
+                      model=(row.get("metadata") or {}).get("llm_config", {}).get("model")
+                      if isinstance(row.get("metadata"), dict) else None, source=source)

@@ -1,0 +1,136 @@
+"""SWE-agent: ``.traj`` files (``trajectory[{action, observation, state}]``, ``info.submission``) and
+nebius/SWE-agent-trajectories rows (``trajectory[{role: system|user|ai, text}]``, ``target``)."""
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from codegrep.mining.events import Event, repo_path
+from codegrep.mining.formats.base import (Trajectory, content_text, issue_text, loose_mapping,
+                                          strip_run_suffix)
+from codegrep.mining.formats.tools import editor_events
+from codegrep.mining.shell import parse_shell
+
+TRAJ, NEBIUS = "swe-agent", "nebius-swe-agent"
+_CODE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+_CWD = re.compile(r"\(Current directory: (/[^)]*)\)")
+_WINDOW = 100  # lines SWE-agent's file viewer shows
+
+
+def detect_traj(row: dict[str, Any]) -> bool:
+    traj = row.get("trajectory")
+    return isinstance(traj, list) and bool(traj) and isinstance(traj[0], dict) and "action" in traj[0]
+
+
+def detect_nebius(row: dict[str, Any]) -> bool:
+    traj = row.get("trajectory")
+    return isinstance(traj, list) and bool(traj) and isinstance(traj[0], dict) and "role" in traj[0] and (
+        "text" in traj[0] or "system_prompt" in traj[0])
+
+
+class _Viewer:
+    """SWE-agent's stateful file viewer: ``open``, ``goto``, ``scroll_*`` and ``edit`` act on the open file."""
+
+    def __init__(self, root: str | None):
+        self.root, self.open_file = root, None
+
+    def command(self, action: str, step: int) -> list[Event]:
+        """Events of one SWE-agent action (its ACI commands, else a bash command line).
+
+        >>> v = _Viewer("/OQuPy")
+        >>> [(e.kind, e.path, e.lines) for e in v.command("open oqupy/pt.py 536", 0) + v.command("edit 536:536\\nx\\nend_of_edit", 1)]
+        [('view', 'oqupy/pt.py', (486, 585)), ('edit', 'oqupy/pt.py', None)]
+        """
+        first = action.strip().split("\n", 1)[0]
+        try:
+            words = shlex.split(first)
+        except ValueError:
+            words = first.split()
+        if not words:
+            return []
+        cmd, args = words[0], words[1:]
+        if cmd == "open" and args:
+            self.open_file = repo_path(args[0], self.root)
+            line = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
+            lines = (1, _WINDOW) if line is None else (max(1, line - _WINDOW // 2), max(1, line - _WINDOW // 2) + _WINDOW - 1)
+            return [Event("view", step, self.open_file, lines=lines)] if self.open_file is not None else []
+        if cmd in ("goto", "scroll_up", "scroll_down") and self.open_file:
+            return [Event("view", step, self.open_file)]
+        if cmd == "create" and args:
+            self.open_file = repo_path(args[0], self.root)
+            return [Event("create", step, self.open_file)] if self.open_file is not None else []
+        if cmd in ("edit", "insert", "append") and self.open_file:
+            return [Event("edit", step, self.open_file)]
+        if cmd == "search_file" and args:
+            scope = repo_path(args[1], self.root) if len(args) > 1 else self.open_file
+            return [Event("search", step, scope, pattern=args[0])]
+        if cmd == "search_dir" and args:
+            return [Event("search", step, repo_path(args[1], self.root) if len(args) > 1 else "", pattern=args[0])]
+        if cmd == "find_file" and args:
+            return [Event("find", step, repo_path(args[1], self.root) if len(args) > 1 else "", pattern=args[0])]
+        if cmd in ("str_replace_editor", "filemap") and args:
+            sub = {"command": args[0], "path": args[1] if len(args) > 1 else ""} if cmd != "filemap" else \
+                {"command": "view", "path": args[0]}
+            return editor_events(sub, step, self.root)
+        if cmd in ("submit", "exit_forfeit", "exit_cost", "exit_context", "exit_format", "exit_error"):
+            return []
+        return parse_shell(action, step, self.root)
+
+
+def _traj_tokens(info: dict[str, Any]) -> int | None:
+    stats = loose_mapping(info.get("model_stats"))
+    total = int(stats.get("tokens_sent") or 0) + int(stats.get("tokens_received") or 0)
+    return total or None
+
+
+def _issue_prompt(history: list[dict[str, Any]]) -> str:
+    """The issue from the user turn that states it (demonstrations come earlier in SWE-agent histories)."""
+    users = [content_text(h.get("content")) for h in history if h.get("role") == "user"]
+    stated = [u for u in users if "ISSUE:" in u or "<pr_description>" in u]
+    return issue_text(stated[-1] if stated else users[0] if users else "")
+
+
+def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Trajectory:
+    from codegrep.mining.formats.base import resolution_from_report
+
+    steps = row.get("trajectory") or []
+    states = [loose_mapping(s.get("state")) for s in steps]
+    root = next((s.get("working_dir") for s in states if s.get("working_dir")), None)
+    viewer, events = _Viewer(root), []
+    for i, (entry, state) in enumerate(zip(steps, states)):
+        if state.get("open_file") not in (None, "n/a") and str(entry.get("action", "")).lstrip().startswith(
+                ("edit", "insert", "append")):
+            viewer.open_file = repo_path(state["open_file"], root)
+        events += viewer.command(str(entry.get("action") or ""), i)
+    replay = loose_mapping(row.get("replay_config"))
+    stem = source.rsplit("/", 1)[-1].split(":")[0]
+    stem = stem[: -len(".traj")] if stem.endswith(".traj") else stem
+    instance_id = str(row.get("instance_id") or (replay.get("problem_statement") or {}).get("id") or stem)
+    problem = (replay.get("problem_statement") or {}).get("text") or _issue_prompt(row.get("history") or [])
+    info = row.get("info") or {}
+    return Trajectory(trajectory_id=stem or instance_id, instance_id=instance_id, source_format=TRAJ, events=events,
+                      patch=str(info.get("submission") or ""), resolved=resolution_from_report(report, instance_id),
+                      problem_statement=problem, n_steps=len(steps), n_tokens=_traj_tokens(info), source=source)
+
+
+def parse_nebius(row: dict[str, Any], source: str = "", report: Any = None) -> Trajectory:
+    turns = row.get("trajectory") or []
+    texts = [content_text(t.get("text")) for t in turns]
+    cwd = next((m.group(1) for t, txt in zip(turns, texts) if t.get("role") == "user" for m in [_CWD.search(txt)] if m), None)
+    viewer, events, step = _Viewer(cwd), [], 0
+    for t, txt in zip(turns, texts):
+        if t.get("role") != "ai":
+            continue
+        blocks = _CODE.findall(txt)
+        if blocks:
+            events += viewer.command(blocks[-1].strip(), step)
+            step += 1
+    raw_id = str(row.get("instance_id") or "")
+    first_user = next((txt for t, txt in zip(turns, texts) if t.get("role") == "user"), "")
+    resolved = row.get("target")
+    return Trajectory(trajectory_id=raw_id, instance_id=strip_run_suffix(raw_id), source_format=NEBIUS,
+                      events=events, patch=str(row.get("generated_patch") or ""),
+                      resolved=resolved if isinstance(resolved, bool) else None,
+                      problem_statement=issue_text(first_user), n_steps=step, model=row.get("model_name"),
+                      source=source)

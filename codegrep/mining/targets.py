@@ -1,0 +1,102 @@
+"""Which changed files are supervision (``target_files``) and which are what agents leave behind.
+
+Rules (documented in docs/mining.md):
+  * test      - a path component ``tests``/``test``/``testing``, or ``test_*.py``, ``*_test.py``, ``conftest.py``;
+  * build/CI  - packaging and CI config (``setup.py``, ``pyproject.toml``, ``tox.ini``, ``.github/`` ...);
+  * artifact  - editor/patch leftovers and data files (``.orig``, ``.rej``, ``.bak``, ``.log``, ``*_new`` ...);
+  * scratch   - a file new in the patch (or created by the agent) whose name or directory says reproduction
+                or debugging (``reproduce*``, ``repro*``, ``debug*``, ``scratch``, ``check_*``, ``verify*`` ...),
+                or that lies at the repository top level, or in a top-level directory the run never saw
+                except through new files (``migrations/0001_initial.py`` made by a reproduction script).
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+
+from codegrep.data.tasks import patch_changes
+
+_TEST_DIRS = {"tests", "test", "testing", "__tests__", "spec", "specs"}
+_TEST_FILE = re.compile(r"^(test_.*\.py|.*_tests?\.py|tests?\.py|conftest\.py)$")
+_BUILD_FILES = {"setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "noxfile.py", "makefile", "manifest.in",
+                "pytest.ini", ".coveragerc", ".gitignore", ".gitattributes", "environment.yml", "environment.yaml",
+                ".pre-commit-config.yaml", "azure-pipelines.yml", ".travis.yml", "appveyor.yml", "pipfile",
+                "pipfile.lock", "poetry.lock", "dockerfile", ".readthedocs.yml", ".readthedocs.yaml"}
+_BUILD_DIRS = {".github", ".circleci", ".azure-pipelines", ".ci", "ci", ".gitlab"}
+_GENERATED_DIRS = {"_build", "build", "dist", "__pycache__", ".tox", ".git", "node_modules", "site-packages", ".eggs",
+                   ".pytest_cache", ".mypy_cache", "htmlcov"}
+_ARTIFACT = re.compile(r"(\.(orig|rej|bak|log|pyc|swp|tmp|out|patch|diff|hdf5|h5|npy|npz|pkl|pickle|sqlite3?|db)"
+                       r"|[._](new|old|backup|copy))$", re.I)
+_SCRATCH = re.compile(r"(^|[_\-.])(reproduc\w*|repro|debug\w*|scratch\w*|temp|tmp|check|verify\w*|verification|demo|"
+                      r"edge_?cases?|sanity|manual|minimal|my)([_\-.\d]|$)", re.I)
+
+
+def is_test(path: str) -> bool:
+    """
+    >>> is_test("pkg/tests/x.py"), is_test("test_thing.py"), is_test("pkg/conftest.py"), is_test("pkg/a.py")
+    (True, True, True, False)
+    """
+    parts = path.split("/")
+    return any(p in _TEST_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1]))
+
+
+def is_build_config(path: str) -> bool:
+    """
+    >>> is_build_config("setup.py"), is_build_config(".github/workflows/ci.yml"), is_build_config("pkg/setup.py")
+    (True, True, False)
+    """
+    parts = path.split("/")
+    return (len(parts) == 1 and (parts[0].lower() in _BUILD_FILES or parts[0].lower().startswith("requirements"))) \
+        or parts[0] in _BUILD_DIRS
+
+
+def is_artifact(path: str) -> bool:
+    """Leftovers and generated output (build trees, caches, ``.egg-info``).
+
+    >>> is_artifact("pkg/a.py.orig"), is_artifact("pkg/a.py_new"), is_artifact("docs/_build/x.html"), is_artifact("a.py")
+    (True, True, True, False)
+    """
+    parts = path.split("/")
+    return bool(_ARTIFACT.search(path)) or any(p in _GENERATED_DIRS or p.endswith(".egg-info") for p in parts[:-1])
+
+
+def looks_scratch(path: str) -> bool:
+    """A reproduction/debug name anywhere in the path.
+
+    >>> looks_scratch("reproduce_issue.py"), looks_scratch("reproduce_app/models.py"), looks_scratch("pkg/checker.py")
+    (True, True, False)
+    """
+    return any(_SCRATCH.search(posixpath.splitext(p)[0]) for p in path.split("/"))
+
+
+def new_files(patch: str) -> set[str]:
+    """Files a diff creates.
+
+    >>> sorted(new_files("diff --git a/x.py b/x.py\\nnew file mode 100644\\n--- /dev/null\\n+++ b/x.py\\n"
+    ...                  "diff --git a/y.py b/y.py\\nindex 1..2\\n--- a/y.py\\n+++ b/y.py\\n"))
+    ['x.py']
+    """
+    return {c.new for c in patch_changes(patch or "") if c.old is None and c.new}
+
+
+def classify(path: str, new: bool, agent_created: bool, known_dirs: frozenset[str] = frozenset()) -> str:
+    """``target``, or the reason a changed file is not supervision: test, build, artifact, scratch.
+
+    >>> classify("pkg/a.py", False, False), classify("repro.py", True, True), classify("newmod.py", True, True)
+    ('target', 'scratch', 'scratch')
+    >>> classify("pkg/sub/new_feature.py", True, True), classify("docs/conf.py", False, False)
+    ('target', 'target')
+    >>> classify("migrations/0001_initial.py", True, False, frozenset({"django"}))
+    'scratch'
+
+    """
+    if is_test(path):
+        return "test"
+    if is_build_config(path):
+        return "build"
+    if is_artifact(path):
+        return "artifact"
+    fresh = new or agent_created
+    if fresh and (looks_scratch(path) or "/" not in path or (known_dirs and path.split("/")[0] not in known_dirs)):
+        return "scratch"
+    return "target"

@@ -1,0 +1,154 @@
+"""Shell parsing and every trajectory format, on REAL rows (the embedded copies of ../shared samples)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from codegrep.data.tasks import patch_files
+from codegrep.mining.formats import detect_format, parse_row
+from codegrep.mining.inputs import embedded_dir, open_text, report_beside
+from codegrep.mining.records import supervision_record
+from codegrep.mining.shell import parse_shell
+
+SAMPLES = embedded_dir()
+
+
+def _rows(name: str) -> list[dict]:
+    with open_text(SAMPLES / "format-samples" / name) as fh:
+        data = json.load(fh)
+    return data if isinstance(data, list) else [data]
+
+
+def _mini() -> list[tuple[str, dict]]:
+    out = []
+    for path in sorted((SAMPLES / "mini-swe-agent").glob("*.traj.json.gz")):
+        with open_text(path) as fh:
+            out.append((str(path), json.load(fh)))
+    return out
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("grep -rn 'def foo' pkg/ | head -5", [("search", "pkg", "def foo", None)]),
+    ("nl -ba /testbed/pkg/a.py | sed -n '10,40p'", [("view", "pkg/a.py", None, (10, 40))]),
+    ("cat pkg/a.py | head -n 30", [("view", "pkg/a.py", None, (1, 30))]),
+    ("sed -n '5,$p' pkg/a.py", [("view", "pkg/a.py", None, (5, -1))]),
+    ("sed -i 's/a/b/g' pkg/a.py && python -m pytest tests/x.py -q", [("edit", "pkg/a.py", None, None),
+                                                                    ("run", None, None, None)]),
+    ("cat <<'EOF' > reproduce.py\nimport x\nprint(\"a | b && c\")\nEOF\npython reproduce.py",
+     [("create", "reproduce.py", None, None), ("run", None, None, None)]),
+    ("find . -name '*.py' -path '*forms*' | xargs grep -l Widget", [("find", "", "*.py", None)]),
+    ("cd /testbed/pkg && cat sub/b.py; ls", [("view", "pkg/sub/b.py", None, None), ("list", "pkg", None, None)]),
+    ("echo 'x' >> pkg/a.py 2>&1", [("edit", "pkg/a.py", None, None)]),
+    ('grep -n "a;b" "my dir/f.py" > /dev/null', [("search", "my dir/f.py", "a;b", None)]),
+    ("rg -n --glob '*.py' foo src", [("search", "src", "foo", None)]),
+    ("git grep -n foo -- pkg", [("search", "pkg", "foo", None)]),
+])
+def test_shell_commands(command, expected):
+    got = [(e.kind, e.path, e.pattern, e.lines) for e in parse_shell(command)]
+    assert got == expected
+
+
+def test_unbalanced_quote_does_not_raise():
+    assert [e.kind for e in parse_shell("grep -n 'unterminated pkg/a.py")] == ["search"]
+
+
+def test_mini_swe_agent_real_runs():
+    runs = _mini()
+    assert len(runs) == 15
+    for path, row in runs:
+        assert detect_format(row) == "mini-swe-agent"
+        traj = parse_row(row, source=path, report=report_beside(path))
+        rec = supervision_record(traj)
+        assert rec.patch_files == patch_files(row["info"]["submission"]), path  # done-when: diff files
+        assert rec.patch_source == "patch"
+        assert traj.resolved is not None, "resolution comes from the report.json beside the run"
+        assert traj.n_steps > 0 and traj.n_tokens and traj.problem_statement
+        for p in rec.viewed_files + rec.edited_files + rec.context_files:
+            assert not p.startswith(("/", "testbed")) and not re.search(r":\d+$", p), p  # no sandbox, no :line
+
+
+def test_mini_swe_agent_views_keep_line_ranges():
+    row = dict(_mini())[str(SAMPLES / "mini-swe-agent" / "django__django-11433.traj.json.gz")]
+    traj = parse_row(row)
+    views = [(e.path, e.lines) for e in traj.events if e.kind == "view"]
+    assert ("django/forms/models.py", (441, 470)) in views
+    assert supervision_record(traj).target_files == ["django/forms/models.py"]
+
+
+def test_swe_gym_openhands_real_rows():
+    rows = _rows("adp_SWE-Gym_OpenHands-Sampled-Trajectories.sample_raw.json.gz")
+    recs = [supervision_record(parse_row(r)) for r in rows]
+    assert {detect_format(r) for r in rows} == {"swe-gym-openhands"}
+    first = recs[0]
+    assert first.instance_id == "python__mypy-15976" and first.resolved is True
+    assert first.target_files == ["mypy/plugins/attrs.py", "mypy/plugins/dataclasses.py"]
+    assert first.excluded_files == {"reproduce_error.py": "scratch"}  # the agent's leftover, not supervision
+    assert all(not p.startswith("/workspace") for r in recs for p in r.viewed_files)
+
+
+def test_swe_smith_real_rows_xml_calls_and_foreign_patch():
+    rows = _rows("adp_SWE-smith-trajectories.sample_raw.json.gz")
+    recs = [supervision_record(parse_row(r)) for r in rows]
+    assert {detect_format(r) for r in rows} == {"swe-smith"}
+    arrow = recs[0]
+    # the real row's `patch` edits autograd/, a repository this arrow run never touched
+    assert patch_files(rows[0]["patch"])[0].startswith("autograd/")
+    assert arrow.patch_source == "actions" and arrow.target_files == ["arrow/arrow.py"]
+    assert "arrow/arrow.py" in arrow.viewed_files
+    moto = recs[4]
+    assert moto.target_files == ["moto/athena/models.py", "moto/athena/responses.py"]
+    assert "tests/test_athena/test_athena.py" in moto.context_files
+
+
+def test_nebius_swe_agent_real_rows():
+    rows = _rows("adp_nebius_SWE-agent-trajectories.sample_raw.json.gz")
+    recs = [supervision_record(parse_row(r)) for r in rows]
+    assert {detect_format(r) for r in rows} == {"nebius-swe-agent"}
+    oqupy = recs[1]
+    assert oqupy.instance_id == "tempoCollaboration__OQuPy-74" and oqupy.resolved is True
+    assert oqupy.viewed_files == ["oqupy/process_tensor.py"]  # "/OQuPy/" root removed
+    assert oqupy.edited_files[-1] == "oqupy/process_tensor.py" and oqupy.target_files == ["oqupy/process_tensor.py"]
+    treon = recs[4]
+    assert treon.target_files == ["treon/treon.py"]  # dir1/test.ipynb, dir2/test.ipynb were scratch
+
+
+def test_swe_agent_traj_real_files():
+    for name, target in [("sweagent_pydicom-1458_default.traj.gz", "pydicom/pixel_data_handlers/numpy_handler.py"),
+                         ("sweagent_marshmallow-1867_function_calling.traj.gz", "src/marshmallow/fields.py")]:
+        row = _rows(name)[0]
+        assert detect_format(row) == "swe-agent"
+        traj = parse_row(row, source=str(SAMPLES / "format-samples" / name))
+        rec = supervision_record(traj)
+        assert rec.target_files == [target] and target in rec.viewed_files
+        assert "ISSUE" not in traj.problem_statement and len(traj.problem_statement) > 50
+
+
+def test_openhands_event_stream_fixture():
+    """No real OpenHands row is in ../shared: this hand-made row mirrors the documented schema."""
+    row = {"instance_id": "django__django-11099", "instance": {"problem_statement": "Fix validators"},
+           "test_result": {"git_patch": "diff --git a/django/core/validators.py b/django/core/validators.py\n"
+                                        "--- a/django/core/validators.py\n+++ b/django/core/validators.py\n",
+                           "report": {"resolved": True}},
+           "metrics": {"accumulated_token_usage": {"prompt_tokens": 100, "completion_tokens": 20}},
+           "history": [
+               {"id": 0, "source": "user", "action": "message", "args": {"content": "Fix validators"}},
+               {"id": 1, "source": "agent", "action": "run", "args": {"command": "grep -rn UsernameValidator "
+                                                                                  "/workspace/django__django__3.0/django"}},
+               {"id": 2, "source": "environment", "observation": "run", "content": "...", "cause": 1},
+               {"id": 3, "source": "agent", "action": "read",
+                "args": {"path": "/workspace/django__django__3.0/django/core/validators.py", "view_range": [1, 40]}},
+               {"id": 4, "source": "agent", "action": "edit",
+                "args": {"path": "/workspace/django__django__3.0/django/core/validators.py", "command": "str_replace"}},
+               {"id": 5, "source": "agent", "action": "finish", "args": {}}]}
+    assert detect_format(row) == "openhands" and detect_format(row["history"]) == "openhands"
+    rec = supervision_record(parse_row(row))
+    assert rec.resolved is True and rec.n_tokens == 120 and rec.n_steps == 3
+    assert rec.search_patterns == ["UsernameValidator"] and rec.viewed_files == ["django/core/validators.py"]
+    assert rec.target_files == ["django/core/validators.py"] and rec.steps_to_first_target_view == 2
+
+
+def test_unknown_row_is_a_clear_error():
+    with pytest.raises(ValueError, match="unrecognised trajectory format"):
+        parse_row({"hello": 1}, source="x.jsonl:3")
