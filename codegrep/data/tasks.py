@@ -1,27 +1,25 @@
-"""The task schema (SWE-bench's) and gold files. Loaders live below the dataclass."""
+"""The task schema (SWE-bench's) and gold files. Loaders live below the dataclass.
+
+``load_tasks`` reads a local ``.jsonl`` / ``.json`` (a list) / ``.parquet`` file, a Hugging Face dataset
+id (online only; ``owner/name`` or ``owner/name:split``) or ``"default"`` (the offline default set).
+``profile_tasks`` is how stages get their tasks and the repository resolver from a profile.
+"""
 from __future__ import annotations
 
+import json
+import os
+import random
 import re
+import socket
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
+from codegrep.data.patches import FileChange, gold_files_from_patch, patch_changes, patch_files  # noqa: F401
 
-
-def patch_files(patch: str) -> list[str]:
-    """Files a unified git diff touches, in order (renames: the new path; deletions: the old path).
-
-    >>> patch_files("diff --git a/x.py b/x.py\\n--- a/x.py\\n+++ b/x.py\\n")
-    ['x.py']
-    >>> patch_files("diff --git a/old.py b/new.py\\nrename from old.py\\nrename to new.py\\n")
-    ['new.py']
-    >>> patch_files("diff --git a/gone.py b/gone.py\\ndeleted file mode 100644\\n--- a/gone.py\\n+++ /dev/null\\n")
-    ['gone.py']
-    """
-    seen: dict[str, None] = {}
-    for a, b in _DIFF_HEADER.findall(patch or ""):
-        seen.setdefault(b if b != "/dev/null" else a, None)
-    return list(seen)
+if TYPE_CHECKING:
+    from codegrep.data.repos import RepoResolver
 
 
 @dataclass
@@ -39,13 +37,13 @@ class Task:
     patch: str = ""
     """The reference fix as a unified git diff (may be empty when ``gold_files`` is given)."""
     gold_files: list[str] = field(default_factory=list)
-    """Files the fix touches; derived from ``patch`` when not given."""
+    """Files the fix touches that exist at ``base_commit``; from ``patch`` when not given (see gold_files_from_patch)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Every other field of the source row, kept as it came."""
 
     def __post_init__(self) -> None:
         if not self.gold_files and self.patch:
-            self.gold_files = patch_files(self.patch)
+            self.gold_files = gold_files_from_patch(self.patch)
 
     def to_dict(self) -> dict[str, Any]:
         row = {"instance_id": self.instance_id, "repo": self.repo, "base_commit": self.base_commit,
@@ -57,12 +55,216 @@ class Task:
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "Task":
         known = {"instance_id", "repo", "base_commit", "problem_statement", "patch", "gold_files"}
+        if not isinstance(row, dict):
+            raise ValueError(f"row is a {type(row).__name__}, not an object")
         missing = [k for k in ("instance_id", "repo", "base_commit", "problem_statement") if not row.get(k)]
         if missing:
-            raise ValueError(f"task row lacks required field(s) {missing}")
+            raise ValueError("missing field " + ", ".join(repr(k) for k in missing))
         if not row.get("patch") and not row.get("gold_files"):
             raise ValueError(f"task {row['instance_id']!r} has neither 'patch' nor 'gold_files'")
+        if "/" not in str(row["repo"]):
+            raise ValueError(f"field 'repo' must be 'owner/name', got {row['repo']!r}")
         return cls(instance_id=str(row["instance_id"]), repo=str(row["repo"]),
                    base_commit=str(row["base_commit"]), problem_statement=str(row["problem_statement"]),
                    patch=row.get("patch") or "", gold_files=list(row.get("gold_files") or []),
                    extra={k: v for k, v in row.items() if k not in known})
+
+
+# ----------------------------------------------------------------------------------------------- loaders
+
+_HF_ID = re.compile(r"^[\w.-]+/[\w.-]+(:[\w.-]+)?$")
+FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+@dataclass
+class LoadReport:
+    """What a load read and what it skipped (lenient mode): nothing is dropped silently."""
+
+    source: str
+    """The file or dataset id read."""
+    n_rows: int = 0
+    """Rows read from the source."""
+    n_loaded: int = 0
+    """Tasks kept after validation (before filters)."""
+    skipped: list[str] = field(default_factory=list)
+    """One ``file:line: reason`` message per skipped row."""
+
+
+def task_split(task: Task) -> str | None:
+    """The split a task belongs to (``extra["split"]``); ``None`` means every split."""
+    split = task.extra.get("split")
+    return str(split) if split else None
+
+
+def _rows_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{path}:{lineno}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield f"{path}:{lineno}", ValueError(f"invalid JSON: {exc}")
+
+
+def _rows_json(path: Path) -> Iterator[tuple[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of task objects, got {type(data).__name__}")
+    for i, row in enumerate(data):
+        yield f"{path}: item {i}", row
+
+
+def _rows_parquet(path: Path) -> Iterator[tuple[str, Any]]:
+    import pandas as pd
+
+    def plain(v: Any) -> Any:  # numpy values -> Python; a missing cell (NaN) -> None
+        v = v.tolist() if hasattr(v, "tolist") else v
+        return None if isinstance(v, float) and v != v else v
+
+    for i, row in enumerate(pd.read_parquet(path).to_dict(orient="records")):
+        yield f"{path}: row {i}", {k: plain(v) for k, v in row.items()}
+
+
+def _network_ok(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _rows_hf(dataset_id: str) -> Iterator[tuple[str, Any]]:
+    from codegrep.data.repos import is_offline
+
+    name, _, hf_split = dataset_id.partition(":")
+    if is_offline() or not _network_ok():
+        raise RuntimeError(f"cannot load Hugging Face dataset {name!r}: offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE "
+                           f"set or huggingface.co unreachable); pass a local .jsonl/.json/.parquet file instead")
+    import datasets
+
+    for i, row in enumerate(datasets.load_dataset(name, split=hf_split or "test")):
+        yield f"{name}: row {i}", dict(row)
+
+
+def _row_source(source: str | os.PathLike) -> tuple[str, Iterator[tuple[str, Any]]]:
+    if str(source) == "default":
+        from codegrep.data.default_set import ensure_default_task_set
+
+        source = ensure_default_task_set().tasks_path
+    path = Path(source).expanduser()
+    readers = {".jsonl": _rows_jsonl, ".json": _rows_json, ".parquet": _rows_parquet}
+    if path.is_file():
+        if path.suffix not in readers:
+            raise ValueError(f"{path}: unsupported task file type {path.suffix!r} (use {', '.join(FILE_SUFFIXES)})")
+        return str(path), readers[path.suffix](path)
+    if path.suffix in readers or not _HF_ID.match(str(source)):
+        raise FileNotFoundError(f"task file not found: {path}")
+    return str(source), _rows_hf(str(source))
+
+
+def _coerce_lists(row: dict) -> dict:
+    """SWE-bench on the hub stores FAIL_TO_PASS/PASS_TO_PASS as JSON strings; keep them as lists."""
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS", "gold_files"):
+        if isinstance(row.get(key), str) and row[key].startswith("["):
+            try:
+                row[key] = json.loads(row[key])
+            except json.JSONDecodeError:
+                pass
+    return row
+
+
+def read_tasks(source: str | os.PathLike, on_error: str = "raise") -> tuple[list[Task], LoadReport]:
+    """Every valid task of a source, plus a report; ``on_error="skip"`` skips bad rows (counted)."""
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    name, rows = _row_source(source)
+    report, tasks, seen = LoadReport(name), [], {}
+    for where, row in rows:
+        report.n_rows += 1
+        try:
+            if isinstance(row, Exception):
+                raise row
+            task = Task.from_dict(_coerce_lists(row))
+            if task.instance_id in seen:
+                raise ValueError(f"duplicate instance_id {task.instance_id!r} (first at {seen[task.instance_id]})")
+        except ValueError as exc:
+            if on_error == "raise":
+                raise ValueError(f"{where}: {exc}") from None
+            report.skipped.append(f"{where}: {exc}")
+            continue
+        seen[task.instance_id] = where
+        tasks.append(task)
+    report.n_loaded = len(tasks)
+    return tasks, report
+
+
+def filter_tasks(tasks: Sequence[Task], *, repos: Sequence[str] | None = None,
+                 instance_ids: Sequence[str] | None = None, limit: int | None = None, seed: int = 0,
+                 split: str | None = None) -> list[Task]:
+    """Keep tasks by repository, id and split, then a seeded sample of ``limit`` (source order kept)."""
+    out = list(tasks)
+    if repos:
+        wanted = set(repos)
+        out = [t for t in out if t.repo in wanted]
+    if instance_ids:
+        wanted = set(instance_ids)
+        missing = sorted(wanted - {t.instance_id for t in out})
+        if missing:
+            raise ValueError(f"instance id(s) not in the task set: {missing[:10]}{' ...' if len(missing) > 10 else ''}")
+        out = [t for t in out if t.instance_id in wanted]
+    if split:
+        out = [t for t in out if task_split(t) in (None, split)]
+    if limit is not None and len(out) > limit:
+        keep = sorted(random.Random(seed).sample(range(len(out)), limit))
+        out = [out[i] for i in keep]
+    return out
+
+
+def load_tasks(source: str | os.PathLike, *, repos: Sequence[str] | None = None,
+               instance_ids: Sequence[str] | None = None, limit: int | None = None, seed: int = 0,
+               split: str | None = None, on_error: str = "raise") -> list[Task]:
+    """Load and filter tasks (see ``read_tasks`` and ``filter_tasks``); skipped rows are reported on stderr."""
+    tasks, report = read_tasks(source, on_error=on_error)
+    if report.skipped:
+        print(f"load_tasks: skipped {len(report.skipped)} of {report.n_rows} rows of {report.source}; first: "
+              f"{report.skipped[0]}", file=sys.stderr)
+    return filter_tasks(tasks, repos=repos, instance_ids=instance_ids, limit=limit, seed=seed, split=split)
+
+
+def save_tasks(tasks: Sequence[Task], path: str | os.PathLike) -> Path:
+    """Write tasks as JSONL (one ``Task.to_dict`` per line)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        for t in tasks:
+            fh.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+    return path
+
+
+def profile_tasks(cfg: dict[str, Any], split: str | None = None,
+                  limit: int | None = None) -> tuple[list[Task], RepoResolver]:
+    """The tasks and the repository resolver a profile's ``tasks:`` section names, for one split.
+
+    ``tasks.splits.<split>`` overrides the section's keys for that split; ``limit`` overrides both.
+    """
+    from codegrep.data.repos import RepoResolver
+
+    sec = dict(cfg.get("tasks") or {})
+    sec.update((sec.pop("splits", None) or {}).get(split or "", None) or {})
+    source = sec.get("source") or "default"
+    repos_dir = sec.get("repos_dir")
+    if str(source) == "default":
+        from codegrep.data.default_set import ensure_default_task_set
+
+        built = ensure_default_task_set()
+        source, repos_dir = built.tasks_path, repos_dir or built.repos_dir
+    seed = sec.get("seed")
+    tasks = load_tasks(source, repos=sec.get("repos"), instance_ids=sec.get("instance_ids"),
+                       limit=limit if limit is not None else sec.get("limit"),
+                       seed=int(cfg.get("seed", 0) if seed is None else seed), split=split,
+                       on_error=sec.get("on_error", "raise"))
+    return tasks, RepoResolver(repos_dir=repos_dir, mirror_dir=sec.get("mirror_dir"), offline=sec.get("offline"))
