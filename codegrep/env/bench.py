@@ -1,0 +1,420 @@
+"""Environment benchmark: acquisition cost per method, tool latency, throughput vs concurrency, leaks.
+
+Methods compared in one run on one repository (every cost includes the release/cleanup):
+``clone`` (a fresh ``git clone`` + checkout per rollout from the local mirror, as CodeScout does, minus
+the network), ``worktree`` (``git worktree add``/``remove`` per rollout), ``pool`` (ours: one pooled
+worktree per group of rollouts; cold = create + later evict, warm = a cache hit) and ``objects``
+(checkout-free: one ``git ls-tree``). Numbers are measured, never assumed.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codegrep.env.gitobjects import GitObjectEnvironment, git, resolve_commit
+from codegrep.env.pool import WorktreePool, _tree_bytes
+from codegrep.env.tools import ToolCall, ToolConfig
+from codegrep.env.workdir import RepoToolEnvironment
+
+METHODS = ("clone", "worktree", "pool", "objects")
+
+
+# ----------------------------------------------------------------------------- bench repositories
+def package_repo(dest: Path, package: str = "sympy", commits: int = 8) -> tuple[Path, str]:
+    """A bare repository of an installed package's source (sympy: ~1.6K files, the size of sphinx),
+    with ``commits`` small successive commits so groups can use distinct base commits."""
+    dest = Path(dest)
+    if (dest / "HEAD").exists():
+        return dest, resolve_commit(dest, "HEAD")
+    src = _package_dir(package)
+    with tempfile.TemporaryDirectory(prefix="codegrep-bench-") as tmp:
+        work = Path(tmp) / "w"
+        shutil.copytree(src, work / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
+        _commit_all(work, commits)
+        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(dest)], check=True)
+    return dest, resolve_commit(dest, "HEAD")
+
+
+def synthetic_repo(dest: Path, n_files: int = 200, commits: int = 4, seed: int = 0) -> tuple[Path, str]:
+    """A small bare repository of generated Python modules (for tests and the ci profile)."""
+    dest = Path(dest)
+    if (dest / "HEAD").exists():
+        return dest, resolve_commit(dest, "HEAD")
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="codegrep-synth-") as tmp:
+        work = Path(tmp) / "w"
+        for i in range(n_files):
+            path = work / f"pkg{i % 10}" / f"mod_{i}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            body = [f"def func_{i}_{j}(x):\n    return x * {rng.randint(1, 99)}  # token_{rng.randint(0, 999)}\n"
+                    for j in range(20)]
+            path.write_text(f'"""Module {i}."""\nimport os\n\n' + "\n".join(body))
+        _commit_all(work, commits)
+        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(dest)], check=True)
+    return dest, resolve_commit(dest, "HEAD")
+
+
+def _commit_all(work: Path, commits: int) -> None:
+    ident = ["-c", "user.name=codegrep-bench", "-c", "user.email=bench@codegrep.invalid", "-c", "commit.gpgSign=false"]
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    for c in range(max(1, commits)):
+        (work / "BENCH_REVISION").write_text(f"{c}\n")
+        subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(work), *ident, "commit", "-q", "-m", f"bench {c}"], check=True)
+
+
+def _package_dir(package: str) -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} is not installed; pass --repo GIT_DIR --commit SHA")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def default_bench_repo() -> tuple[Path, str]:
+    """The largest repository of the default task set (by tracked files) at its task commit."""
+    from codegrep.data.default_set import ensure_default_task_set
+    from codegrep.data.repos import RepoResolver
+    from codegrep.data.tasks import load_tasks
+
+    built = ensure_default_task_set()
+    resolver = RepoResolver(repos_dir=built.repos_dir, offline=True)
+    best: tuple[int, Path, str] | None = None
+    for task in {t.repo: t for t in load_tasks(built.tasks_path)}.values():
+        git_dir = Path(resolver.resolve(task.repo, task.base_commit))
+        n = len(git(git_dir, "ls-tree", "-r", "--name-only", task.base_commit).splitlines())
+        best = max(best, (n, git_dir, task.base_commit), key=lambda b: b[0] if b else -1)
+    if best is None:
+        raise FileNotFoundError("the default task set has no tasks; pass --repo GIT_DIR --commit SHA")
+    return best[1], best[2]
+
+
+def group_commits(git_dir: Path, commit: str, groups: int) -> list[str]:
+    """One base commit per group: ``commit`` and its ancestors (cycled when history is short)."""
+    shas = git(Path(git_dir), "rev-list", f"--max-count={groups}", commit).decode().split()
+    return [shas[g % len(shas)] for g in range(groups)]
+
+
+# ----------------------------------------------------------------------------- acquisition
+def _disk_bytes(path: Path) -> int:
+    """Bytes a checkout adds to the disk (files hard-linked from the mirror are not counted)."""
+    total, stack = 0, [str(path)]
+    while stack:
+        for entry in os.scandir(stack.pop()):
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            else:
+                st = entry.stat(follow_symlinks=False)
+                total += st.st_size if st.st_nlink == 1 else 0
+    return total
+
+
+def _acquire_once(method: str, git_dir: Path, sha: str, scratch: Path, pool: WorktreePool, i: int) -> tuple[float, int]:
+    """Seconds to get a usable checkout and release it again, and the disk it used."""
+    t0 = time.perf_counter()
+    if method == "clone":
+        dest = scratch / f"clone-{i}"
+        subprocess.run(["git", "clone", "-q", "--no-checkout", str(git_dir), str(dest)], check=True)
+        subprocess.run(["git", "-C", str(dest), "checkout", "-q", "--detach", sha], check=True)
+        size = _disk_bytes(dest)
+        shutil.rmtree(dest)
+    elif method == "worktree":
+        dest = scratch / f"wt-{i}"
+        git(git_dir, "worktree", "add", "-q", "--detach", str(dest), sha)
+        size = _disk_bytes(dest)
+        git(git_dir, "worktree", "remove", "--force", str(dest))
+    elif method == "pool":  # cold: create, then evict (the eviction is part of what a group costs)
+        pool.clear()
+        t0 = time.perf_counter()
+        with pool.acquire(git_dir, sha):
+            pass
+        size = pool.entries()[0]["bytes"]
+        pool.clear()
+    else:
+        GitObjectEnvironment(git_dir, sha).close()
+        size = 0
+    return time.perf_counter() - t0, size
+
+
+def acquisition_costs(git_dir: Path, commits: list[str], samples: int, pool: WorktreePool,
+                      methods: tuple[str, ...] = METHODS, progress: bool = True) -> list[dict[str, Any]]:
+    """One row per (method, sample): cold acquisition+release seconds and disk bytes; plus warm pool hits."""
+    from tqdm.auto import tqdm
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="codegrep-acq-") as tmp:
+        todo = [(m, i) for m in methods for i in range(samples)]
+        for method, i in tqdm(todo, desc="acquisition", disable=not progress, leave=False):
+            seconds, size = _acquire_once(method, Path(git_dir), commits[i % len(commits)], Path(tmp), pool, i)
+            rows.append({"method": method, "phase": "cold", "seconds": seconds, "bytes": size})
+    if "pool" in methods:
+        with pool.acquire(git_dir, commits[0]):  # warm: the worktree exists and is held by the group
+            for _ in range(samples * 20):
+                t0 = time.perf_counter()
+                with pool.acquire(git_dir, commits[0]):
+                    pass
+                rows.append({"method": "pool", "phase": "warm", "seconds": time.perf_counter() - t0, "bytes": 0})
+        pool.clear()
+    return rows
+
+
+def per_rollout_acquisition(rows: list[dict[str, Any]], group: int) -> dict[str, dict[str, float]]:
+    """Median cold/warm milliseconds per method and the cost per rollout when a group of ``group``
+    rollouts shares one checkout (only the pool shares; the baselines pay cold for every rollout).
+
+    >>> rows = [{"method": "clone", "phase": "cold", "seconds": 0.8, "bytes": 10},
+    ...         {"method": "pool", "phase": "cold", "seconds": 0.4, "bytes": 8},
+    ...         {"method": "pool", "phase": "warm", "seconds": 0.0, "bytes": 0}]
+    >>> per_rollout_acquisition(rows, 8)["pool"]["per_rollout_ms"], per_rollout_acquisition(rows, 8)["clone"]["per_rollout_ms"]
+    (50.0, 800.0)
+    """
+    out: dict[str, dict[str, float]] = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        cold = [r["seconds"] * 1000 for r in rows if r["method"] == method and r["phase"] == "cold"]
+        warm = [r["seconds"] * 1000 for r in rows if r["method"] == method and r["phase"] == "warm"]
+        disk = [r["bytes"] for r in rows if r["method"] == method and r["phase"] == "cold"]
+        cold_ms = float(np.median(cold))
+        warm_ms = float(np.median(warm)) if warm else cold_ms
+        shared = method == "pool"
+        per = (cold_ms + (group - 1) * warm_ms) / group if shared else cold_ms
+        out[method] = {"cold_ms": cold_ms, "warm_ms": warm_ms, "per_rollout_ms": per,
+                       "disk_per_rollout_bytes": float(np.median(disk)) / (group if shared else 1)}
+    return out
+
+
+# ----------------------------------------------------------------------------- tool workload
+def make_calls(files: list[str], rng: random.Random, n: int) -> list[ToolCall]:
+    """A plausible turn of ``n`` parallel calls: half grep, a quarter glob, a quarter read."""
+    calls = []
+    for _ in range(n):
+        path = rng.choice(files)
+        stem = Path(path).stem.lstrip("_") or "init"
+        kind = rng.random()
+        if kind < 0.5:
+            pattern = rng.choice([f"def {stem}", f"class {stem.title().replace('_', '')}", f"import {stem}", stem])
+            args: dict[str, Any] = {"pattern": pattern}
+            if rng.random() < 0.3:
+                args["include"] = "*" + (Path(path).suffix or ".py")
+            calls.append(ToolCall("grep", args))
+        elif kind < 0.75:
+            calls.append(ToolCall("glob", {"pattern": rng.choice([f"**/{stem}*", f"**/*{Path(path).suffix}"]),
+                                           "path": str(Path(path).parent) if rng.random() < 0.5 else None}))
+        else:
+            calls.append(ToolCall("read", {"path": path, "start_line": 1, "end_line": rng.choice([40, 120, 200])}))
+    return calls
+
+
+def _open_env(mode: str, git_dir: Path, sha: str, pool: WorktreePool, config: ToolConfig):
+    from contextlib import contextmanager
+
+    @contextmanager
+    def opened():
+        if mode == "objects":
+            env = GitObjectEnvironment(git_dir, sha, config)
+            try:
+                yield env
+            finally:
+                env.close()
+        else:
+            with pool.acquire(git_dir, sha) as checkout:
+                env = RepoToolEnvironment(checkout, config)
+                try:
+                    yield env
+                finally:
+                    env.close()
+    return opened()
+
+
+def run_rollouts(git_dir: Path, commits: list[str], mode: str, rollouts: int, group: int, turns: int, calls: int,
+                 concurrency: int, pool: WorktreePool, config: ToolConfig | None = None, seed: int = 0,
+                 progress: bool = True) -> dict[str, Any]:
+    """Simulated rollouts (scripted tool calls, no model): rollout ``r`` works on ``commits[r // group]``,
+    ``concurrency`` at a time, each doing ``turns`` parallel turns of ``calls`` calls."""
+    from tqdm.auto import tqdm
+
+    config = config or ToolConfig()
+    files = [p for p in git(git_dir, "ls-tree", "-r", "--name-only", commits[0]).decode().splitlines()
+             if p.endswith((".py", ".txt", ".md", ".rst", ".cfg", ".toml"))] or ["README"]
+    records: list[dict[str, Any]] = []
+    failures: list[str] = []
+
+    def rollout(r: int) -> None:
+        rng = random.Random(seed * 100_003 + r)
+        sha = commits[(r // group) % len(commits)]
+        t0 = time.perf_counter()
+        with _open_env(mode, Path(git_dir), sha, pool, config) as env:
+            acquire_ms = (time.perf_counter() - t0) * 1000
+            for turn in range(turns):
+                for res in env.run_turn(make_calls(files, rng, calls)):
+                    records.append({"mode": mode, "rollout": r, "turn": turn, "tool": res.name, "ok": res.ok,
+                                    "error": res.error[:80], "latency_ms": res.latency_ms, "bytes_out": res.bytes_out,
+                                    "truncated": res.truncated, "acquire_ms": acquire_ms})
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as ex:
+        futures = [ex.submit(rollout, r) for r in range(rollouts)]
+        for fut in tqdm(futures, desc=f"rollouts ({mode}, x{concurrency})", disable=not progress, leave=False):
+            try:
+                fut.result()
+            except Exception as exc:  # counted, reported, never hidden
+                failures.append(f"{type(exc).__name__}: {exc}")
+    wall = time.perf_counter() - t0
+    return {"records": records, "failures": failures, "wall_s": wall}
+
+
+def latency_summary(records: list[dict[str, Any]]) -> dict[str, float]:
+    """p50/p95/p99 of per-call latency and the error counts of a set of call records.
+
+    >>> latency_summary([{"latency_ms": v, "ok": True, "error": "", "truncated": False} for v in range(1, 101)])["p50_ms"]
+    50.5
+    """
+    lat = np.array([r["latency_ms"] for r in records]) if records else np.array([np.nan])
+    bad = [r for r in records if not r["ok"] and ("timed out" in r["error"] or "internal" in r["error"])]
+    return {"calls": len(records), "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
+            "p99_ms": float(np.percentile(lat, 99)), "tool_errors": sum(not r["ok"] for r in records),
+            "timeouts_or_internal_errors": len(bad), "truncated": sum(bool(r["truncated"]) for r in records)}
+
+
+def isolated_latency(git_dir: Path, sha: str, mode: str, n_calls: int, pool: WorktreePool,
+                     config: ToolConfig | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """Per-call records of ``n_calls`` workload calls run one at a time (no contention)."""
+    files = [p for p in git(git_dir, "ls-tree", "-r", "--name-only", sha).decode().splitlines() if "." in p]
+    rng = random.Random(seed)
+    with _open_env(mode, Path(git_dir), sha, pool, config or ToolConfig()) as env:
+        results = [env.call(c) for c in make_calls(files, rng, n_calls)]
+    return [{"mode": mode, "tool": r.name, "ok": r.ok, "error": r.error[:80], "latency_ms": r.latency_ms,
+             "bytes_out": r.bytes_out, "truncated": r.truncated} for r in results]
+
+
+def _worktrees_under(git_dir: Path, root: Path) -> list[str]:
+    text = git(git_dir, "worktree", "list", "--porcelain").decode()
+    root = str(root.resolve())
+    return [line[9:] for line in text.splitlines() if line.startswith("worktree ") and line[9:].startswith(root)]
+
+
+def load_summary(run: dict[str, Any], rollouts: int, concurrency: int) -> dict[str, Any]:
+    """Latency, throughput and failures of one :func:`run_rollouts` run."""
+    out = latency_summary(run["records"])
+    out.update(rollouts=rollouts, concurrency=concurrency, wall_s=run["wall_s"],
+               rollouts_per_s=rollouts / run["wall_s"], calls_per_s=len(run["records"]) / run["wall_s"],
+               failures=len(run["failures"]), first_failure=run["failures"][0] if run["failures"] else None)
+    return out
+
+
+def measure_env(git_dir: Path | str, commit: str, rollouts: int = 64, group: int = 8, turns: int = 4,
+                calls: int = 8, concurrency: int | None = None, samples: int = 5,
+                modes: tuple[str, ...] = ("worktree", "objects"), config: ToolConfig | None = None,
+                progress: bool = True) -> dict[str, Any]:
+    """Run the whole benchmark; returns ``summary`` (what ``codegrep bench env`` prints) and the raw
+    rows (``acquisition_rows``, ``call_rows`` with a ``setting`` of isolated/loaded) for plotting."""
+    git_dir = Path(git_dir).resolve()
+    sha = resolve_commit(git_dir, commit)
+    n_groups = -(-rollouts // group)
+    commits = group_commits(git_dir, sha, n_groups)
+    concurrency = concurrency or rollouts
+    files = len(git(git_dir, "ls-tree", "-r", "--name-only", sha).splitlines())
+    call_rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="codegrep-bench-env-") as tmp:
+        pool = WorktreePool(Path(tmp) / "pool", max_worktrees=n_groups + 1)
+        acq_rows = acquisition_costs(git_dir, commits, samples, pool, progress=progress)
+        acq = per_rollout_acquisition(acq_rows, group)
+        tools, load = {}, {}
+        for mode in modes:
+            iso = isolated_latency(git_dir, sha, mode, turns * calls * 4, pool, config)
+            tools[mode] = latency_summary(iso)
+            run = run_rollouts(git_dir, commits, mode, rollouts, group, turns, calls, concurrency, pool, config,
+                               progress=progress)
+            load[mode] = load_summary(run, rollouts, concurrency)
+            call_rows += [{**r, "setting": "isolated"} for r in iso] + [{**r, "setting": "loaded"} for r in run["records"]]
+        pool.clear()
+        leaked = _worktrees_under(git_dir, Path(tmp))
+    ours = acq["pool"]["per_rollout_ms"]
+    summary = {
+        "repo": {"git_dir": str(git_dir), "commit": sha, "files": files, "group_commits": len(set(commits))},
+        "settings": {"rollouts": rollouts, "group": group, "turns": turns, "calls": calls,
+                     "concurrency": concurrency, "samples": samples, "cpus": os.cpu_count()},
+        "acquisition": acq,
+        "ratios": {"clone_per_rollout_vs_pool": acq["clone"]["per_rollout_ms"] / ours,
+                   "worktree_per_rollout_vs_pool": acq["worktree"]["per_rollout_ms"] / ours,
+                   "clone_per_rollout_vs_objects": acq["clone"]["per_rollout_ms"] / acq["objects"]["per_rollout_ms"],
+                   "clone_disk_vs_pool": acq["clone"]["disk_per_rollout_bytes"]
+                   / max(1.0, acq["pool"]["disk_per_rollout_bytes"])},
+        "tool_latency_isolated": tools,
+        "under_load": load,
+        "recommended_mode": max(modes, key=lambda m: load[m]["rollouts_per_s"]),
+        "leaked_worktrees": len(leaked),
+    }
+    return {"summary": summary, "acquisition_rows": acq_rows, "call_rows": call_rows}
+
+
+def bench_env(git_dir: Path | str, commit: str, **kwargs: Any) -> dict[str, Any]:
+    """The benchmark summary as one JSON-able dict (what ``codegrep bench env`` prints)."""
+    return measure_env(git_dir, commit, **kwargs)["summary"]
+
+
+def bench_repo(spec: str | None) -> tuple[Path, str]:
+    """The repository a profile benchmarks: ``synthetic`` (generated, for ci), ``default`` (the largest
+    default-set repository), ``package:NAME`` (an installed package's source, e.g. sympy ~1.6K files),
+    or a git dir (its HEAD)."""
+    from codegrep.config import cache_dir
+
+    spec = spec or "default"
+    if spec == "synthetic":
+        return synthetic_repo(cache_dir() / "bench" / "synthetic.git")
+    if spec == "default":
+        return default_bench_repo()
+    if spec.startswith("package:"):
+        name = spec.split(":", 1)[1]
+        return package_repo(cache_dir() / "bench" / f"{name}.git", name)
+    return Path(spec), resolve_commit(Path(spec), "HEAD")
+
+
+def profile_environment(cfg: dict[str, Any], progress: bool = True) -> dict[str, Any]:
+    """Everything notebook 02 plots, from a profile's ``env.bench`` block: ``summary`` (dict),
+    ``acquisition`` and ``calls`` (DataFrames of raw measurements), ``throughput`` (DataFrame)."""
+    import pandas as pd
+
+    env = dict(cfg.get("env") or {})
+    b = dict(env.get("bench") or {})
+    git_dir, sha = bench_repo(b.get("repo"))
+    config = ToolConfig.from_dict(env)
+    measured = measure_env(git_dir, sha, rollouts=int(b.get("rollouts", 64)), group=int(b.get("group", 8)),
+                           turns=int(b.get("turns", 4)), calls=int(b.get("calls", 8)),
+                           samples=int(b.get("samples", 5)), config=config, progress=progress)
+    levels = [int(x) for x in b.get("concurrency", [1, 2, 4, 8, 16, 32, 64])]
+    throughput = pd.concat([throughput_vs_concurrency(git_dir, sha, levels, mode=m, group=int(b.get("group", 8)),
+                                                      turns=int(b.get("turns", 4)), calls=int(b.get("calls", 8)),
+                                                      progress=progress)
+                            for m in ("worktree", "objects")], ignore_index=True)
+    return {"summary": measured["summary"], "acquisition": pd.DataFrame(measured["acquisition_rows"]),
+            "calls": pd.DataFrame(measured["call_rows"]), "throughput": throughput}
+
+
+def throughput_vs_concurrency(git_dir: Path | str, commit: str, levels: list[int], mode: str = "worktree",
+                              group: int = 8, turns: int = 2, calls: int = 8, rollouts_per_level: int | None = None,
+                              progress: bool = True) -> "Any":
+    """DataFrame: for each concurrency level, rollouts/s, calls/s, latency percentiles and failures."""
+    import pandas as pd
+
+    git_dir = Path(git_dir).resolve()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="codegrep-tput-") as tmp:
+        pool = WorktreePool(Path(tmp) / "pool", max_worktrees=64)
+        for level in levels:
+            rollouts = rollouts_per_level or max(level, group)
+            commits = group_commits(git_dir, commit, -(-rollouts // group))
+            run = run_rollouts(git_dir, commits, mode, rollouts, group, turns, calls, level, pool, progress=progress)
+            rows.append({"mode": mode, **{k: v for k, v in load_summary(run, rollouts, level).items()
+                                          if k != "first_failure"}})
+        pool.clear()
+    return pd.DataFrame(rows)

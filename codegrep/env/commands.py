@@ -1,0 +1,110 @@
+"""CLI: ``codegrep tool`` (run calls exactly as the agent would) and ``codegrep bench env``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _parse_calls(text: str) -> list:
+    from codegrep.env.tools import ToolCall
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"CALLS is not valid JSON ({exc}); e.g. '{{\"name\": \"grep\", \"arguments\": "
+                         f"{{\"pattern\": \"def main\"}}}}'") from None
+    items = data if isinstance(data, list) else [data]
+    calls = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or "name" not in item:
+            raise ValueError(f"CALLS item {i} must be an object with 'name' and 'arguments'")
+        calls.append(ToolCall(str(item["name"]), item.get("arguments") or {}))
+    return calls
+
+
+def _repo_and_commit(args: argparse.Namespace) -> tuple:
+    from pathlib import Path
+
+    if args.repo:
+        return Path(args.repo), args.commit or "HEAD"
+    from codegrep.env.bench import default_bench_repo
+
+    git_dir, commit = default_bench_repo()
+    print(f"codegrep: no --repo given; using the largest default-set repository {git_dir}", file=sys.stderr)
+    return git_dir, args.commit or commit
+
+
+def _tool(args: argparse.Namespace) -> int:
+    from codegrep.env.tools import GitObjectEnvironment, RepoToolEnvironment, ToolConfig
+    from codegrep.env.pool import default_pool
+
+    calls = _parse_calls(args.calls)
+    config = ToolConfig(timeout_s=args.timeout)
+    if args.dir:
+        with RepoToolEnvironment(args.dir, config) as env:
+            results = env.run_turn(calls)
+    else:
+        git_dir, commit = _repo_and_commit(args)
+        if args.mode == "objects":
+            with GitObjectEnvironment(git_dir, commit, config) as env:
+                results = env.run_turn(calls)
+        else:
+            with default_pool().acquire(git_dir, commit) as checkout, RepoToolEnvironment(checkout, config) as env:
+                results = env.run_turn(calls)
+    if args.json:
+        keys = ("name", "ok", "output", "error", "truncated", "latency_ms")
+        print(json.dumps([{k: r.to_dict()[k] for k in keys} for r in results], indent=2))
+    else:
+        for i, r in enumerate(results):
+            if len(results) > 1:
+                print(f"=== [{i}] {r.name} ===")
+            print(r.text())
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from codegrep.env.bench import bench_env, package_repo
+
+    if args.package:
+        from codegrep.config import cache_dir
+
+        git_dir, commit = package_repo(cache_dir() / "bench" / f"{args.package}.git", args.package)
+    else:
+        git_dir, commit = _repo_and_commit(args)
+    result = bench_env(Path(git_dir), commit, rollouts=args.rollouts, group=args.group, turns=args.turns,
+                       calls=args.calls, concurrency=args.concurrency, samples=args.samples,
+                       modes=tuple(args.modes.split(",")))
+    print(json.dumps(result, indent=2))
+    return 0 if result["leaked_worktrees"] == 0 else 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("tool", help="run grep/glob/read calls on a repository exactly as the agent sees them",
+                              description="CALLS: one JSON call {\"name\": \"grep\", \"arguments\": {\"pattern\": "
+                                          "\"x\"}} or a JSON list of calls run as one parallel turn.")
+    p.add_argument("calls", metavar="CALLS")
+    p.add_argument("--repo", help="git dir (bare or not); default: the largest default-set repository")
+    p.add_argument("--commit", help="commit to serve (default: HEAD, or the default-set task commit)")
+    p.add_argument("--dir", help="serve a plain directory instead (e.g. your live checkout)")
+    p.add_argument("--mode", choices=("worktree", "objects"), default="worktree")
+    p.add_argument("--timeout", type=float, default=10.0, help="per-call timeout in seconds")
+    p.add_argument("--json", action="store_true", help="print {name, ok, output, error, truncated, latency_ms} list")
+    p.set_defaults(func=_tool)
+
+
+def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
+    p = bench_subparsers.add_parser("env", help="environment acquisition and tool latency vs clone/worktree baselines")
+    p.add_argument("--repo", help="git dir; default: the largest default-set repository")
+    p.add_argument("--commit", help="commit (default: HEAD or the default-set task commit)")
+    p.add_argument("--package", help="benchmark a git repo built from this installed package (e.g. sympy: ~1.6K files)")
+    p.add_argument("--rollouts", type=int, default=64)
+    p.add_argument("--group", type=int, default=8, help="rollouts per task (GRPO group) sharing one checkout")
+    p.add_argument("--turns", type=int, default=4)
+    p.add_argument("--calls", type=int, default=8, help="parallel calls per turn")
+    p.add_argument("--concurrency", type=int, default=None, help="rollouts in flight (default: all)")
+    p.add_argument("--samples", type=int, default=5, help="timed acquisitions per method")
+    p.add_argument("--modes", default="worktree,objects", help="tool modes to run rollouts in")
+    p.set_defaults(func=_bench)

@@ -1,0 +1,304 @@
+"""A pool of git worktrees, one per ``(repository, commit)``, shared by every concurrent rollout.
+
+Layout under ``root`` (default ``cache_dir()/worktrees``), for a key ``<mirror-hash>-<sha>``:
+``<key>/`` the detached worktree, ``<key>.ready`` a marker (JSON; its mtime is the LRU clock),
+``<key>.lock`` the key's lock file, ``<mirror-hash>.gitlock`` serialising ``git worktree`` on one
+mirror, ``pool.lock`` serialising eviction and recovery, ``mirrors/<hash>`` the registry of mirrors.
+
+Holding a worktree means holding a *shared* ``flock`` on its lock file; creating or evicting it needs
+the *exclusive* lock. Because the kernel drops a dead process's flocks, a crash cannot leave a stale
+hold: the next :meth:`WorktreePool.recover` removes half-made worktrees, orphan directories, lock
+files nobody holds and prunes git's worktree list. Threads work the same way (each acquire opens its
+own file description), so one mechanism covers threads and processes.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from codegrep.env.gitobjects import git, resolve_commit
+
+
+def _tree_bytes(path: Path) -> int:
+    total, stack = 0, [str(path)]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
+class _Flock:
+    """An ``flock`` on a path that survives the unlink-and-recreate race (the inode is re-checked)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.fd = path, -1
+
+    def lock(self, mode: int) -> bool:
+        """Take ``mode`` (LOCK_SH/LOCK_EX, optionally | LOCK_NB); False when NB and busy."""
+        while True:
+            if self.fd < 0:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self.fd, mode)
+            except BlockingIOError:
+                return False
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+                    return True
+            except FileNotFoundError:
+                pass
+            self.close()  # the file was unlinked (evicted) while we waited: lock the new one
+
+    def unlock(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = -1
+
+
+class WorktreePool:
+    """Shared, ref-counted, LRU-capped detached worktrees; safe across threads and processes."""
+
+    def __init__(self, root: Path | str | None = None, max_worktrees: int = 32, max_bytes: float = 20e9,
+                 recover: bool = True) -> None:
+        from codegrep.config import cache_dir
+
+        self.root = Path(root) if root else cache_dir() / "worktrees"
+        (self.root / "mirrors").mkdir(parents=True, exist_ok=True)
+        self.max_worktrees, self.max_bytes = int(max_worktrees), float(max_bytes)
+        self._refs: dict[str, int] = {}
+        self._shas: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+        if recover:
+            self.recover()
+
+    @classmethod
+    def from_config(cls, env: dict[str, Any] | None) -> "WorktreePool":
+        """From a profile's ``env`` section: ``pool_root``, ``max_worktrees``, ``max_disk_gb``."""
+        env = env or {}
+        return cls(env.get("pool_root"), int(env.get("max_worktrees", 32)), float(env.get("max_disk_gb", 20)) * 1e9)
+
+    # --- naming ------------------------------------------------------------------------------------
+    @staticmethod
+    def mirror_id(git_dir: Path) -> str:
+        return hashlib.sha1(str(Path(git_dir).resolve()).encode()).hexdigest()[:10]
+
+    def key(self, git_dir: Path | str, commit: str) -> str:
+        """The pool key of ``(git_dir, commit)`` (the worktree's directory name)."""
+        return f"{self.mirror_id(Path(git_dir))}-{self._sha(Path(git_dir).resolve(), commit)}"
+
+    def _sha(self, git_dir: Path, commit: str) -> str:
+        cache_key = (str(git_dir), commit)
+        if cache_key not in self._shas:
+            self._shas[cache_key] = resolve_commit(git_dir, commit)
+        return self._shas[cache_key]
+
+    # --- acquire / release -------------------------------------------------------------------------
+    @contextmanager
+    def acquire(self, git_dir: Path | str, commit: str) -> Iterator[Path]:
+        """Yield the worktree of ``commit``; created once, shared by all holders, pinned while held."""
+        git_dir = Path(git_dir).resolve()
+        key = self.key(git_dir, commit)
+        hold = self._hold(key, git_dir, self._sha(git_dir, commit))
+        with self._lock:
+            self._refs[key] = self._refs.get(key, 0) + 1
+        try:
+            yield self.root / key
+        finally:
+            with self._lock:
+                self._refs[key] -= 1
+                if not self._refs[key]:
+                    del self._refs[key]
+            hold.close()
+
+    def refcount(self, git_dir: Path | str, commit: str) -> int:
+        """How many holders in this process use that worktree now."""
+        return self._refs.get(self.key(git_dir, commit), 0)
+
+    def _hold(self, key: str, git_dir: Path, sha: str) -> _Flock:
+        hold, ready = _Flock(self.root / f"{key}.lock"), self.root / f"{key}.ready"
+        created = False
+        while True:
+            hold.lock(fcntl.LOCK_SH)
+            if ready.exists():
+                os.utime(ready)  # the LRU clock
+                break
+            hold.unlock()
+            hold.lock(fcntl.LOCK_EX)  # one creator; everyone else waits here
+            if not ready.exists():
+                self._create(key, git_dir, sha)
+                created = True
+            hold.unlock()  # flock cannot downgrade atomically: loop and re-check under LOCK_SH
+        if created:
+            self.evict(keep=key)
+        return hold
+
+    def _create(self, key: str, git_dir: Path, sha: str) -> None:
+        path = self.root / key
+        (self.root / "mirrors" / self.mirror_id(git_dir)).write_text(str(git_dir))
+        with self._gitlock(git_dir):
+            if path.exists() or os.path.lexists(path):
+                self._remove_worktree(git_dir, path)
+            git(git_dir, "worktree", "add", "--detach", "--force", str(path), sha)
+        marker = {"git_dir": str(git_dir), "commit": sha, "bytes": _tree_bytes(path), "pid": os.getpid()}
+        tmp = self.root / f"{key}.ready.tmp{os.getpid()}.{threading.get_ident()}"
+        tmp.write_text(json.dumps(marker))
+        os.replace(tmp, self.root / f"{key}.ready")
+
+    @contextmanager
+    def _gitlock(self, git_dir: Path) -> Iterator[None]:
+        lock = _Flock(self.root / f"{self.mirror_id(git_dir)}.gitlock")
+        lock.lock(fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            lock.close()
+
+    def _remove_worktree(self, git_dir: Path, path: Path) -> None:
+        try:  # twice --force also removes a worktree git left locked ("initializing") after a kill
+            git(git_dir, "worktree", "remove", "--force", "--force", str(path))
+        except RuntimeError:
+            pass
+        shutil.rmtree(path, ignore_errors=True)
+        if os.path.lexists(path):
+            os.unlink(path)
+        git(git_dir, "worktree", "prune")
+
+    # --- eviction, recovery, inspection ------------------------------------------------------------
+    def entries(self) -> list[dict[str, Any]]:
+        """Ready worktrees, least recently used first: key, git_dir, commit, bytes, last_used."""
+        out = []
+        for marker in self.root.glob("*.ready"):
+            try:
+                info = json.loads(marker.read_text())
+                info.update(key=marker.stem, last_used=marker.stat().st_mtime)
+            except (OSError, ValueError):
+                continue
+            out.append(info)
+        return sorted(out, key=lambda e: e["last_used"])
+
+    def evict(self, keep: str | None = None, max_worktrees: int | None = None, max_bytes: float | None = None) -> int:
+        """Remove least-recently-used worktrees nobody holds until under the caps; returns how many."""
+        cap_n = self.max_worktrees if max_worktrees is None else max_worktrees
+        cap_b = self.max_bytes if max_bytes is None else max_bytes
+        removed = 0
+        with self._global():
+            entries = self.entries()
+            count, size = len(entries), sum(e.get("bytes", 0) for e in entries)
+            for entry in entries:
+                if count <= cap_n and size <= cap_b:
+                    break
+                if entry["key"] != keep and self._try_remove(entry["key"], Path(entry["git_dir"])):
+                    count, size, removed = count - 1, size - entry.get("bytes", 0), removed + 1
+        return removed
+
+    def clear(self) -> int:
+        """Remove every worktree nobody holds (held ones stay)."""
+        return self.evict(max_worktrees=0, max_bytes=0)
+
+    def _try_remove(self, key: str, git_dir: Path | None) -> bool:
+        lock = _Flock(self.root / f"{key}.lock")
+        if not lock.lock(fcntl.LOCK_EX | fcntl.LOCK_NB):
+            lock.close()
+            return False  # held (or being created) by someone: not ours to remove
+        try:
+            (self.root / f"{key}.ready").unlink(missing_ok=True)
+            if git_dir is not None and git_dir.exists():
+                with self._gitlock(git_dir):
+                    self._remove_worktree(git_dir, self.root / key)
+            else:
+                shutil.rmtree(self.root / key, ignore_errors=True)
+            (self.root / f"{key}.lock").unlink(missing_ok=True)
+        finally:
+            lock.close()
+        return True
+
+    @contextmanager
+    def _global(self) -> Iterator[None]:
+        lock = _Flock(self.root / "pool.lock")
+        lock.lock(fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            lock.close()
+
+    def mirrors(self) -> list[Path]:
+        """Every git dir this pool has made worktrees for (that still exists)."""
+        out = []
+        for reg in (self.root / "mirrors").iterdir():
+            git_dir = Path(reg.read_text())
+            out.append(git_dir) if git_dir.exists() else reg.unlink(missing_ok=True)
+        return out
+
+    def recover(self) -> dict[str, int]:
+        """Clean what killed processes left: half-made or orphan worktrees, stale lock files, git's list."""
+        stats = {"worktrees": 0, "orphans": 0, "locks": 0}
+        with self._global():
+            for git_dir in self.mirrors():
+                for path in self._git_worktrees(git_dir):
+                    if not (self.root / f"{path.name}.ready").exists() or not path.is_dir():
+                        stats["worktrees"] += self._try_remove(path.name, git_dir)
+                with self._gitlock(git_dir):
+                    git(git_dir, "worktree", "prune")
+            for path in self.root.iterdir():
+                name = path.name
+                if path.is_dir() and name != "mirrors" and not (self.root / f"{name}.ready").exists():
+                    stats["orphans"] += self._try_remove(name, None)
+                elif name.endswith(".ready") and not (self.root / path.stem).is_dir():
+                    stats["orphans"] += self._try_remove(path.stem, None)
+                elif ".ready.tmp" in name:  # a creator died between writing and renaming its marker
+                    stats["locks"] += self._try_unlink(self.root / f"{name.split('.ready.tmp')[0]}.lock", path)
+                elif name.endswith(".lock") and name != "pool.lock" and not (self.root / name[:-5]).exists():
+                    stats["locks"] += self._try_unlink(path, path)
+        return stats
+
+    @staticmethod
+    def _try_unlink(lock_path: Path, path: Path) -> int:
+        """Unlink ``path`` if nobody holds ``lock_path`` (a live holder's flock protects it)."""
+        lock = _Flock(lock_path)
+        if not lock.lock(fcntl.LOCK_EX | fcntl.LOCK_NB):
+            lock.close()
+            return 0
+        path.unlink(missing_ok=True)
+        if lock_path != path and not (lock_path.with_suffix("")).exists():
+            lock_path.unlink(missing_ok=True)
+        lock.close()
+        return 1
+
+    def _git_worktrees(self, git_dir: Path) -> list[Path]:
+        """Worktrees of ``git_dir`` that live under this pool's root (by ``git worktree list``)."""
+        text = git(git_dir, "worktree", "list", "--porcelain").decode("utf-8", "replace")
+        paths = [Path(line[len("worktree "):]) for line in text.splitlines() if line.startswith("worktree ")]
+        root = self.root.resolve()
+        return [p for p in paths if p.parent == root]
+
+    def leaked(self) -> list[str]:
+        """Worktrees git lists for our mirrors that are not live pool entries (should always be empty)."""
+        live = {e["key"] for e in self.entries()}
+        return [str(p) for g in self.mirrors() for p in self._git_worktrees(g)
+                if p.name not in live or not p.is_dir()]
+
+
+_DEFAULT_POOL: WorktreePool | None = None
+
+
+def default_pool(env: dict[str, Any] | None = None) -> WorktreePool:
+    """The process-wide pool (built from ``env`` on first use; recovery runs then, once)."""
+    global _DEFAULT_POOL
+    if _DEFAULT_POOL is None:
+        _DEFAULT_POOL = WorktreePool.from_config(env)
+    return _DEFAULT_POOL

@@ -1,0 +1,120 @@
+"""Pure text helpers shared by both environment modes: glob matching, capping, numbered lines."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1024)
+def glob_to_regex(pattern: str) -> re.Pattern:
+    """Compile a repository glob. ``*``/``?`` stay inside one path segment, ``**`` crosses them,
+    ``{a,b}`` alternates, ``[..]`` is a class; a pattern without ``/`` matches the file name anywhere.
+
+    >>> bool(glob_to_regex("*.py").match("pkg/sub/mod.py")), bool(glob_to_regex("pkg/*.py").match("pkg/sub/m.py"))
+    (True, False)
+    >>> bool(glob_to_regex("pkg/**/*.py").match("pkg/m.py")), bool(glob_to_regex("**/test_*.{py,txt}").match("a/test_x.txt"))
+    (True, True)
+    >>> bool(glob_to_regex("[!a]*.c").match("b.c")), bool(glob_to_regex("src/").match("src/x/y.py"))
+    (True, True)
+    """
+    pat = pattern.lstrip("/")
+    if pat.endswith("/"):
+        pat += "**"  # a directory pattern means everything below it
+    if "/" not in pat:
+        pat = "**/" + pat
+    out, i, depth = [], 0, 0
+    while i < len(pat):
+        c = pat[i]
+        if pat.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pat.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and "]" in pat[i + 2:]:
+            j = pat.index("]", i + 2)
+            body = pat[i + 1:j]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = j
+        elif c == "{":
+            out.append("(?:")
+            depth += 1
+        elif c == "}" and depth:
+            out.append(")")
+            depth -= 1
+        elif c == "," and depth:
+            out.append("|")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    out.append(")" * depth)
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def cap_lines(lines: list[str], max_lines: int, max_bytes: int, total: int | None = None,
+              more: bool = False, what: str = "lines", hint: str = "") -> tuple[str, bool]:
+    """Join ``lines`` keeping at most ``max_lines`` and ``max_bytes``; say how much was cut.
+
+    ``total`` is the full count when known, ``more`` that even the count is a lower bound.
+
+    >>> cap_lines(["a", "b", "c"], 2, 100)
+    ('a\\nb\\n[... truncated: showing 2 of 3 lines]', True)
+    >>> cap_lines(["a", "b"], 5, 100)
+    ('a\\nb', False)
+    """
+    total = len(lines) if total is None else total
+    kept = fit_bytes(lines[:max_lines], max_bytes)
+    if len(kept) == total and not more:
+        return "\n".join(kept), False
+    count = f"more than {total}" if more else str(total)
+    note = f"[... truncated: showing {len(kept)} of {count} {what}{'; ' + hint if hint else ''}]"
+    return "\n".join(kept + [note]), True
+
+
+def fit_bytes(lines: list[str], max_bytes: int) -> list[str]:
+    """The longest prefix of ``lines`` whose newline-joined UTF-8 size fits ``max_bytes``.
+
+    >>> fit_bytes(["aaaa", "bb", "c"], 8)
+    ['aaaa', 'bb']
+    """
+    kept, size = [], 0
+    for line in lines:
+        size += len(line.encode("utf-8", "replace")) + 1
+        if size > max_bytes + 1:
+            break
+        kept.append(line)
+    return kept
+
+
+def is_binary(data: bytes) -> bool:
+    """Binary means a NUL byte in the first 8 KB (git's and ripgrep's rule).
+
+    >>> is_binary(b"text\\n"), is_binary(b"\\x7fELF\\x00\\x01")
+    (False, True)
+    """
+    return b"\x00" in data[:8192]
+
+
+def clip_line(line: str, max_chars: int) -> str:
+    """Cut one over-long line (minified code) so one line cannot eat the byte budget.
+
+    >>> clip_line("x" * 10, 4)
+    'xxxx [... 6 more characters]'
+    """
+    return line if len(line) <= max_chars else f"{line[:max_chars]} [... {len(line) - max_chars} more characters]"
+
+
+def numbered(lines: list[str], start: int, max_chars: int) -> list[str]:
+    """``cat -n`` style lines: right-aligned number, a tab, the text.
+
+    >>> numbered(["import os", "x = 1"], 9, 100)
+    ['     9\\timport os', '    10\\tx = 1']
+    """
+    return [f"{n:>6}\t{clip_line(text, max_chars)}" for n, text in enumerate(lines, start)]

@@ -1,0 +1,49 @@
+"""`codegrep tool` and `codegrep bench env` end to end on a small generated repository."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from codegrep.cli import main
+from codegrep.env.bench import synthetic_repo, throughput_vs_concurrency
+
+
+@pytest.fixture(scope="module")
+def small_repo(tmp_path_factory):
+    return synthetic_repo(tmp_path_factory.mktemp("bench") / "repo.git", n_files=40, commits=2)
+
+
+def test_tool_cli_prints_what_the_agent_sees(small_repo, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CODEGREP_CACHE", str(tmp_path / "cache"))
+    git_dir, sha = small_repo
+    calls = json.dumps([{"name": "grep", "arguments": {"pattern": "def func_3_1\\b"}},
+                        {"name": "read", "arguments": {"path": "../x"}}])
+    assert main(["tool", "--repo", str(git_dir), "--commit", sha, calls]) == 0
+    out = capsys.readouterr().out
+    assert "=== [0] grep ===\npkg3/mod_3.py:7:def func_3_1(x):" in out and "ERROR: path '../x' escapes" in out
+    assert main(["tool", "--json", "--mode", "objects", "--repo", str(git_dir),
+                 '{"name": "glob", "arguments": {"pattern": "mod_3?.py"}}']) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["ok"] and rows[0]["output"].splitlines()[0] == "pkg0/mod_30.py"
+    assert set(rows[0]) == {"name", "ok", "output", "error", "truncated", "latency_ms"}
+    assert main(["tool", "--repo", str(git_dir), "not json"]) == 2
+
+
+def test_bench_env_reports_baselines_and_no_leaks(small_repo, capsys):
+    git_dir, sha = small_repo
+    assert main(["bench", "env", "--repo", str(git_dir), "--commit", sha, "--rollouts", "4", "--group", "2",
+                 "--turns", "1", "--calls", "3", "--samples", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["acquisition"]) == {"clone", "worktree", "pool", "objects"}
+    assert result["leaked_worktrees"] == 0 and result["repo"]["group_commits"] == 2
+    for mode in ("worktree", "objects"):
+        load = result["under_load"][mode]
+        assert load["failures"] == 0 and load["timeouts_or_internal_errors"] == 0 and load["calls"] == 12
+    assert result["ratios"]["clone_per_rollout_vs_pool"] > 0
+    assert result["recommended_mode"] in ("worktree", "objects")
+
+
+def test_throughput_grid(small_repo):
+    frame = throughput_vs_concurrency(*small_repo, levels=[1, 4], group=2, turns=1, calls=2, progress=False)
+    assert list(frame["concurrency"]) == [1, 4] and (frame["failures"] == 0).all() and (frame["calls"] > 0).all()

@@ -1,0 +1,237 @@
+"""grep/glob/read: golden outputs on a small repository, both modes agreeing, and the attack suite."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from codegrep.env.gitobjects import GitObjectEnvironment
+from codegrep.env.procs import run_capped
+from codegrep.env.tools import RepoToolEnvironment, ToolCall, ToolConfig, tool_schemas
+
+SECRET = "TOPSECRET-7f3a"
+IDENT = ["-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgSign=false"]
+
+
+def make_repo(base: Path) -> tuple[Path, Path, str]:
+    """A small repository with text, binary, latin-1, empty and long-line files and hostile symlinks."""
+    outside = base / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(f"{SECRET}\n")
+    work = base / "work"
+    files = {
+        "README.md": "# Demo\nA tiny repo.\n",
+        "src/app/__init__.py": "",
+        "src/app/core.py": "import os\n\n\ndef parse_args(argv):\n    return argv\n\n\nclass Engine:\n"
+                           "    def run(self):\n        return parse_args([])\n",
+        "src/app/util.py": "def helper():\n    # parse_args is elsewhere\n    return 1\n",
+        "tests/test_core.py": "from app.core import parse_args\n\n\ndef test_parse():\n    assert parse_args([]) == []\n",
+        "docs/long.txt": "\n".join(f"line {i}" for i in range(1, 501)) + "\n",
+        "docs/minified.js": "var a=" + "1+" * 1000 + "1;\n",
+        "-rf.txt": "flag-looking name\n",
+    }
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    (work / "data.bin").write_bytes(b"\x00\x01binary parse_args\x00")
+    (work / "latin1.txt").write_bytes("caf\xe9 parse_args\n".encode("latin-1"))
+    (work / "src/app/empty.py").write_text("")
+    os.symlink(outside / "secret.txt", work / "link_abs.txt")       # absolute, outside
+    os.symlink("../outside/secret.txt", work / "link_rel.txt")      # relative, outside
+    os.symlink("../outside", work / "link_dir")                     # directory, outside
+    os.symlink("src/app/core.py", work / "link_in.py")              # inside: allowed
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(work), *IDENT, "commit", "-q", "-m", "init"], check=True)
+    sha = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return work, work / ".git", sha
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    return make_repo(tmp_path_factory.mktemp("envtools"))
+
+
+@pytest.fixture(scope="module", params=["dir", "objects"])
+def env(request, repo):
+    work, git_dir, sha = repo
+    config = ToolConfig(timeout_s=2.0)  # the regex bombs below end at the timeout
+    e = RepoToolEnvironment(work, config) if request.param == "dir" else GitObjectEnvironment(git_dir, sha, config)
+    yield e
+    e.close()
+
+
+def run(env, name, **arguments):
+    return env.call(ToolCall(name, arguments))
+
+
+GOLDEN = [
+    (("grep", {"pattern": "parse_args"}),
+     "latin1.txt:1:caf\ufffd parse_args\n"
+     "src/app/core.py:4:def parse_args(argv):\nsrc/app/core.py:10:        return parse_args([])\n"
+     "src/app/util.py:2:    # parse_args is elsewhere\ntests/test_core.py:1:from app.core import parse_args\n"
+     "tests/test_core.py:5:    assert parse_args([]) == []"),
+    (("grep", {"pattern": "PARSE_ARGS", "ignore_case": True, "path": "src", "include": "core.py"}),
+     "src/app/core.py:4:def parse_args(argv):\nsrc/app/core.py:10:        return parse_args([])"),
+    (("grep", {"pattern": "class Engine", "context": 1}),
+     "src/app/core.py-7-\nsrc/app/core.py:8:class Engine:\nsrc/app/core.py-9-    def run(self):"),
+    (("grep", {"pattern": "no_such_identifier"}), "No matches found."),
+    (("glob", {"pattern": "*.py"}),
+     "src/app/__init__.py\nsrc/app/core.py\nsrc/app/empty.py\nsrc/app/util.py\ntests/test_core.py"),
+    (("glob", {"pattern": "app/*.py", "path": "src"}),
+     "src/app/__init__.py\nsrc/app/core.py\nsrc/app/empty.py\nsrc/app/util.py"),
+    (("glob", {"pattern": "**/test_*.{py,txt}"}), "tests/test_core.py"),
+    (("read", {"path": "src/app/core.py", "start_line": 4, "end_line": 5}),
+     "     4\tdef parse_args(argv):\n     5\t    return argv"),
+    (("read", {"path": "src/app/empty.py"}), "(src/app/empty.py is empty)"),
+    (("read", {"path": "latin1.txt"}), "     1\tcaf\ufffd parse_args"),
+    (("read", {"path": "link_in.py", "end_line": 1}), "     1\timport os"),
+    (("read", {"path": "-rf.txt"}), None),  # refused: looks like a flag
+]
+
+
+@pytest.mark.parametrize("call,expected", GOLDEN, ids=[f"{c[0]}-{i}" for i, (c, _) in enumerate(GOLDEN)])
+def test_golden_outputs(env, call, expected):
+    result = run(env, call[0], **call[1])
+    if expected is None:
+        assert not result.ok and "flag" in result.error
+    else:
+        assert result.ok, result.error
+        assert result.output == expected
+        assert result.latency_ms > 0 and result.bytes_out == len(expected.encode())
+
+
+def test_read_caps_and_notes(env):
+    default = run(env, "read", path="docs/long.txt")
+    assert default.truncated and default.output.count("\n") == 200
+    assert default.output.endswith("[... truncated: showing lines 1-200 of 500 in docs/long.txt; "
+                                   "use start_line/end_line for more]")
+    tail = run(env, "read", path="docs/long.txt", start_line=499)
+    assert tail.output == "   499\tline 499\n   500\tline 500" and not tail.truncated
+    clipped = run(env, "read", path="docs/minified.js")
+    assert "[... 1608 more characters]" in clipped.output and len(clipped.output) < 600
+
+
+def test_grep_caps_say_how_much_was_cut(repo):
+    work, git_dir, sha = repo
+    for env in (RepoToolEnvironment(work, ToolConfig(max_output_lines=3)),
+                GitObjectEnvironment(git_dir, sha, ToolConfig(max_output_lines=3))):
+        result = run(env, "grep", pattern="line", path="docs")
+        assert result.truncated
+        assert result.output.splitlines()[-1] == ("[... truncated: showing 3 of 500 lines; "
+                                                  "narrow the pattern, path or include]")
+        env.close()
+
+
+def test_turn_runs_in_parallel_and_keeps_call_order(repo):
+    env = RepoToolEnvironment(repo[0])
+    calls = [ToolCall("read", {"path": "README.md"}), ToolCall("grep", {"pattern": "Engine"}),
+             ToolCall("nope", {}), ToolCall("glob", {"pattern": "*.md"})] * 4
+    results = env.run_turn(calls)
+    assert [r.name for r in results] == [c.name for c in calls]
+    assert [r.ok for r in results[:4]] == [True, True, False, True]
+    assert results[2].text().startswith("ERROR: unknown tool 'nope'")
+    env.close()
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    start = time.monotonic()
+    cap = run_capped(["sh", "-c", f"sleep 30 & echo $! > {marker}; wait"], None, 0.5, 1000)
+    assert cap.timed_out and time.monotonic() - start < 5
+    pid = int(marker.read_text())
+    time.sleep(0.2)
+    stat = Path(f"/proc/{pid}/stat")  # the backgrounded grandchild died with its group (gone, or a zombie
+    assert not stat.exists() or stat.read_text().split(") ")[1].startswith("Z")  # if pid 1 does not reap)
+
+
+def test_regex_timeout_is_a_tool_result(repo):
+    env = RepoToolEnvironment(repo[0], ToolConfig(timeout_s=0.000001))
+    result = run(env, "grep", pattern="parse_args")
+    assert not result.ok and "timed out" in result.error
+
+
+def test_schemas_are_function_calling_json():
+    schemas = {s["function"]["name"]: s["function"] for s in tool_schemas()}
+    assert list(schemas) == ["grep", "glob", "read", "submit"]
+    assert schemas["grep"]["parameters"]["required"] == ["pattern"]
+    assert set(schemas["grep"]["parameters"]["properties"]) == {"pattern", "path", "include", "ignore_case", "context"}
+    assert schemas["read"]["parameters"]["properties"]["start_line"]["type"] == "integer"
+    assert schemas["submit"]["parameters"]["properties"]["files"] == {
+        "type": "array", "items": {"type": "string"}, "description": schemas["submit"]["parameters"]
+        ["properties"]["files"]["description"]}
+
+
+# ----------------------------------------------------------------------------- attack suite
+ATTACKS = [
+    ("read", {"path": "../outside/secret.txt"}), ("read", {"path": "../../etc/passwd"}),
+    ("read", {"path": "/etc/passwd"}), ("read", {"path": "~/.ssh/id_rsa"}), ("read", {"path": "src/../../x"}),
+    ("read", {"path": ".."}), ("read", {"path": "src/.."}), ("read", {"path": "link_abs.txt"}),
+    ("read", {"path": "link_rel.txt"}), ("read", {"path": "link_dir/secret.txt"}), ("read", {"path": ".git/config"}),
+    ("read", {"path": "src/.git/../../.git/HEAD"}), ("read", {"path": "src/app\x00/core.py"}),
+    ("read", {"path": "src/app/core.py\n../outside"}), ("read", {"path": "--version"}),
+    ("read", {"path": "C:\\Windows\\win.ini"}), ("read", {"path": "\\\\server\\share"}),
+    ("read", {"path": "a" * 5000}), ("read", {"path": ["src/app/core.py"]}), ("read", {"path": 7}),
+    ("read", {"path": "data.bin"}), ("read", {"path": "src"}), ("read", {"path": "missing.py"}),
+    ("read", {"path": "src/app/core.py", "start_line": -3}), ("read", {"path": "src/app/core.py", "start_line": "x"}),
+    ("read", {"path": "src/app/core.py", "start_line": 9, "end_line": 2}), ("read", {}),
+    ("grep", {"pattern": "TOPSECRET", "path": "/"}), ("grep", {"pattern": "TOPSECRET", "path": "../outside"}),
+    ("grep", {"pattern": "TOPSECRET", "path": "link_dir"}), ("grep", {"pattern": "x", "path": "--pre=/bin/sh"}),
+    ("grep", {"pattern": "x", "include": "--pre=/bin/sh"}), ("grep", {"pattern": "x", "include": "../outside/*"}),
+    ("grep", {"pattern": "x", "include": "/etc/*"}), ("grep", {"pattern": "x\x00y"}), ("grep", {"pattern": ""}),
+    ("grep", {"pattern": "x", "context": 10_000}), ("grep", {"pattern": "(a{1000}){1000}{1000}"}),
+    ("grep", {"pattern": "(("}), ("grep", {"pattern": "x", "flags": "--pre=sh"}),
+    ("glob", {"pattern": "../outside/*"}), ("glob", {"pattern": "/etc/*"}), ("glob", {"pattern": "**/../../*"}),
+    ("glob", {"pattern": "*", "path": "link_dir"}), ("glob", {"pattern": "-x"}), ("rm", {"path": "README.md"}),
+]
+HARMLESS = [  # accepted, but must never show outside content or run anything
+    ("grep", {"pattern": "TOPSECRET"}), ("grep", {"pattern": "--pre=/bin/sh"}), ("grep", {"pattern": "-f/etc/passwd"}),
+    ("grep", {"pattern": "(a+)+$"}), ("glob", {"pattern": "**/*secret*"}), ("glob", {"pattern": "link_dir/*"}),
+    ("grep", {"pattern": "TOPSECRET", "include": "link_*"}), ("glob", {"pattern": "**"}),
+]
+
+
+@pytest.mark.parametrize("name,arguments", ATTACKS, ids=range(len(ATTACKS)))
+def test_attack_is_refused_as_a_result(env, name, arguments):
+    result = env.call(ToolCall(name, arguments))
+    assert not result.ok and result.error and result.text().startswith("ERROR: ")
+    assert SECRET not in result.text() and "root:" not in result.text()
+
+
+@pytest.mark.parametrize("name,arguments", HARMLESS, ids=range(len(HARMLESS)))
+def test_harmless_hostile_input_shows_nothing_outside(env, name, arguments):
+    result = env.call(ToolCall(name, arguments))
+    assert SECRET not in result.text() and "root:" not in result.text()
+    assert "secret.txt" not in result.text()
+
+
+def test_huge_file_refused_and_grep_still_answers(tmp_path):
+    (tmp_path / "big.txt").write_bytes(b"needle\n" * 300_000)
+    env = RepoToolEnvironment(tmp_path, ToolConfig(max_file_bytes=1_000_000))
+    assert "too large" in run(env, "read", path="big.txt").error
+    assert run(env, "grep", pattern="needle").output == "No matches found."  # skipped by --max-filesize
+
+
+def test_live_checkout_sees_uncommitted_files_but_not_ignored_or_git(tmp_path):
+    work, _, _ = make_repo(tmp_path)
+    (work / ".gitignore").write_text("venv/\n")
+    (work / "venv").mkdir()
+    (work / "venv" / "lib.py").write_text("def parse_args(): pass\n")
+    (work / "new_module.py").write_text("def parse_args_v2(): pass\n")  # uncommitted
+    env = RepoToolEnvironment(work)
+    out = run(env, "grep", pattern="parse_args").output
+    assert "new_module.py:1:" in out and "venv/" not in out and ".git/" not in out
+    assert "new_module.py" in run(env, "glob", pattern="*.py").output
+
+
+def test_pool_serves_a_non_bare_repository(tmp_path):
+    from codegrep.env.pool import WorktreePool
+
+    work, _, sha = make_repo(tmp_path)
+    pool = WorktreePool(tmp_path / "pool")
+    with pool.acquire(work, sha) as checkout:
+        assert run(RepoToolEnvironment(checkout), "read", path="README.md").output == "     1\t# Demo\n     2\tA tiny repo."
+    assert pool.clear() == 1 and not pool.leaked()
