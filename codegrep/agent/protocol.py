@@ -1,0 +1,261 @@
+"""The agent protocol shared by rollouts, training and serving: prompt, call format, observations, caps.
+
+The model answers every turn with one or more Qwen/Hermes tool calls, run in parallel::
+
+    <tool_call>{"name": "grep", "arguments": {"pattern": "def parse_", "include": "*.py"}}</tool_call>
+    <tool_call>{"name": "glob", "arguments": {"pattern": "**/config*.py"}}</tool_call>
+
+and ends the episode with ``submit``, whose ``files`` are ranked best first. Observations go back as a
+``user`` message of ``<tool_response>`` blocks: the exact text Qwen2.5's chat template renders for
+``tool`` messages, but accepted by every chat template and OpenAI-compatible endpoint.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any, Sequence
+
+from codegrep.env.tools import ToolCall, ToolResult
+
+SUBMIT = "submit"
+CHARS_PER_TOKEN = 4  # tokenizer-free budget so env, trainer and endpoints truncate identically
+
+# Compact on purpose: the smoke model is 135M parameters and RL prompts must stay under ~400 tokens.
+SYSTEM_PROMPT = """\
+Find the repository files to edit to resolve the issue. Call tools, several per turn:
+<tool_call>{"name": "grep", "arguments": {"pattern": "regex", "include": "*.py"}}</tool_call>
+<tool_call>{"name": "glob", "arguments": {"pattern": "**/*name*"}}</tool_call>
+<tool_call>{"name": "read", "arguments": {"path": "a.py", "start_line": 1}}</tool_call>
+Optional: grep path, ignore_case, context; read end_line. Finally submit files, best first:
+<tool_call>{"name": "submit", "arguments": {"files": ["a.py"]}}</tool_call>"""
+
+
+@dataclass
+class AgentConfig:
+    """Caps and prompt sizes of one episode (the ``agent:`` profile section, minus the policy)."""
+
+    max_turns: int = 4
+    """Model turns per episode: three to explore, one to answer (the last turn is told to submit)."""
+    max_calls_per_turn: int = 8
+    """Tool calls executed per turn; extra calls are dropped and reported as a format error."""
+    max_observation_tokens: int = 1024
+    """Budget of one turn's observation, in approximate tokens (4 characters each), split over its calls."""
+    max_issue_chars: int = 1500
+    """Issue text beyond this many characters is cut (keeps prompts short for small models)."""
+    max_submit_files: int = 10
+    """Submitted files beyond this rank are dropped."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "AgentConfig":
+        """Build from a profile section, ignoring keys that belong to the policy (``policy``, ``model``...)."""
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in (d or {}).items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ParsedTurn:
+    """What one model turn asked for."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    """Valid grep/glob/read calls, in the order written."""
+    submit: list[str] | None = None
+    """Files of the first valid ``submit`` call (ranked), or None when the turn did not submit."""
+    errors: list[str] = field(default_factory=list)
+    """One message per malformed block, unknown tool or bad argument (shown to the model, counted)."""
+
+
+@lru_cache(maxsize=1)
+def tool_argument_types() -> dict[str, dict[str, Any]]:
+    """Argument types per tool from ENV's function schemas (the single source of truth)."""
+    out = {}
+    for schema in tool_schemas():
+        fn = schema.get("function", schema)
+        params = fn.get("parameters", {})
+        out[fn["name"]] = {"properties": {k: v.get("type", "string") for k, v in params.get("properties", {}).items()},
+                           "required": list(params.get("required", []))}
+    return out
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """OpenAI/Qwen function schemas of grep/glob/read/submit (for chat templates' ``tools=``)."""
+    from codegrep.env.tools import tool_schemas as env_schemas
+
+    return env_schemas()
+
+
+def build_messages(task_text: str, config: AgentConfig | None = None) -> list[dict[str, str]]:
+    """The opening chat: system prompt, then the (truncated) issue and the turn budget.
+
+    >>> m = build_messages("x" * 50, AgentConfig(max_issue_chars=10, max_turns=2))
+    >>> [r["role"] for r in m], m[1]["content"]
+    (['system', 'user'], 'Issue:\\nxxxxxxxxxx [...]\\n\\nTurn 1 of 2.')
+    """
+    config = config or AgentConfig()
+    text = task_text.strip()
+    if len(text) > config.max_issue_chars:
+        text = text[: config.max_issue_chars] + " [...]"
+    return [{"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"Issue:\n{text}\n\n{turn_note(1, config.max_turns)}"}]
+
+
+def turn_note(turn: int, max_turns: int) -> str:
+    """The reminder closing each user message (1-based turn).
+
+    >>> turn_note(4, 4)
+    'Turn 4 of 4: last turn, call submit now.'
+    """
+    return f"Turn {turn} of {max_turns}" + (": last turn, call submit now." if turn >= max_turns else ".")
+
+
+_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|\Z)", re.DOTALL)
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+
+
+def _decode(body: str) -> tuple[Any, str | None]:
+    """JSON object at the start of ``body`` (trailing text ignored), or an error message."""
+    body = _FENCE.sub("", body.strip())
+    if not body:
+        return None, "empty <tool_call> block"
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(body)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON in <tool_call> ({exc.msg} at char {exc.pos}): {body[:80]!r}"
+    return obj, None
+
+
+def _coerce(value: Any, kind: str) -> tuple[Any, bool]:
+    """Value converted to the JSON-schema ``kind`` when that is unambiguous; (value, ok)."""
+    if kind == "string":
+        return value, isinstance(value, str)
+    if kind == "integer":
+        if isinstance(value, bool):
+            return value, False
+        if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+            return int(value), True
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value), True
+        return value, False
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value, True
+        lowered = str(value).strip().lower()
+        return lowered == "true", lowered in ("true", "false")
+    if kind == "array":
+        value = [value] if isinstance(value, str) else value
+        return value, isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return value, True
+
+
+def _validate(obj: Any, schemas: dict[str, dict[str, Any]]) -> tuple[ToolCall | None, str | None]:
+    """A checked ToolCall from a decoded block, or an error message naming the problem."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None, 'a tool call must be {"name": ..., "arguments": {...}}'
+    name, args = obj["name"], obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):  # OpenAI style: arguments as a JSON string
+        args, err = _decode(args or "{}")
+        if err:
+            return None, f"{name}: arguments are not a JSON object"
+    if name not in schemas:
+        return None, f"unknown tool {name!r}; use one of {', '.join(schemas)}"
+    if not isinstance(args, dict):
+        return None, f"{name}: arguments must be an object, got {type(args).__name__}"
+    spec, clean = schemas[name], {}
+    for key, value in args.items():
+        if value is None and key not in spec["required"]:
+            continue  # an explicit null means "use the default"
+        if key not in spec["properties"]:
+            return None, f"{name}: unknown argument {key!r} (allowed: {', '.join(spec['properties'])})"
+        clean[key], ok = _coerce(value, spec["properties"][key])
+        if not ok:
+            return None, f"{name}: argument {key!r} must be {spec['properties'][key]}, got {value!r}"[:200]
+    missing = [k for k in spec["required"] if k not in clean]
+    if missing:
+        return None, f"{name}: missing required argument(s) {', '.join(missing)}"
+    return ToolCall(name, clean), None
+
+
+def parse_tool_calls(text: str) -> ParsedTurn:
+    """Parse one assistant turn; never raises. Unclosed last blocks (cut generations) are parsed too.
+
+    >>> t = parse_tool_calls('look:<tool_call>{"name": "grep", "arguments": {"pattern": "foo"}}</tool_call>'
+    ...                      '<tool_call>{"name": "read", "arguments": {"path": "a.py", "end_line": "9"}}</tool_call>')
+    >>> [(c.name, c.arguments) for c in t.calls], t.submit, t.errors
+    ([('grep', {'pattern': 'foo'}), ('read', {'path': 'a.py', 'end_line': 9})], None, [])
+    >>> parse_tool_calls('<tool_call>{"name": "submit", "arguments": {"files": ["b.py", "a.py"]}}').submit
+    ['b.py', 'a.py']
+    >>> parse_tool_calls('<tool_call>{"name": "rm", "arguments": {}}</tool_call>').errors
+    ["unknown tool 'rm'; use one of grep, glob, read, submit"]
+    >>> parse_tool_calls('I think it is foo.py').errors
+    ['no <tool_call> found: answer with <tool_call>{"name": ..., "arguments": {...}}</tool_call>']
+    """
+    schemas, turn = tool_argument_types(), ParsedTurn()
+    bodies = _BLOCK.findall(text or "")
+    if not bodies:
+        turn.errors.append('no <tool_call> found: answer with <tool_call>{"name": ..., "arguments": {...}}</tool_call>')
+    for body in bodies:
+        obj, err = _decode(body)
+        call, err = (None, err) if err else _validate(obj, schemas)
+        if err:
+            turn.errors.append(err)
+        elif call.name != SUBMIT:
+            turn.calls.append(call)
+        elif turn.submit is None:
+            turn.submit = list(dict.fromkeys(f.strip() for f in call.arguments["files"] if f.strip()))
+    return turn
+
+
+def _clip(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` with a note saying how much was dropped.
+
+    >>> _clip("abcdefghij", 4)
+    'abcd\\n[... 6 more characters truncated]'
+    """
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + f"\n[... {len(text) - max_chars} more characters truncated]"
+
+
+def describe_call(call: ToolCall) -> str:
+    """One-line echo of a call heading its response.
+
+    >>> describe_call(ToolCall("grep", {"pattern": "x", "include": "*.py"}))
+    'grep pattern="x" include="*.py"'
+    """
+    return " ".join([call.name] + [f"{k}={json.dumps(v)}" for k, v in call.arguments.items()])
+
+
+def format_observation(results: Sequence[ToolResult], calls: Sequence[ToolCall] | None = None,
+                       errors: Sequence[str] = (), max_tokens: int = 1024, note: str = "") -> str:
+    """The user message answering one turn: a ``<tool_response>`` per call, format errors, a turn note.
+
+    The budget (``max_tokens`` x 4 characters) is shared evenly among the calls.
+
+    >>> r = [ToolResult("glob", True, "a.py\\nb.py"), ToolResult("read", False, error="no such file")]
+    >>> print(format_observation(r, [ToolCall("glob", {"pattern": "*.py"}), ToolCall("read", {"path": "c"})],
+    ...                          errors=["bad JSON"], note="Turn 2 of 4."))
+    <tool_response>
+    glob pattern="*.py"
+    a.py
+    b.py
+    </tool_response>
+    <tool_response>
+    read path="c"
+    ERROR: no such file
+    </tool_response>
+    Format error: bad JSON
+    Turn 2 of 4.
+    """
+    budget = max_tokens * CHARS_PER_TOKEN // max(1, len(results))
+    parts = []
+    for i, result in enumerate(results):
+        head = describe_call(calls[i]) + "\n" if calls is not None and i < len(calls) else ""
+        parts.append(f"<tool_response>\n{head}{_clip(result.text(), budget)}\n</tool_response>")
+    parts += [f"Format error: {e}" for e in errors]
+    if note:
+        parts.append(note)
+    return "\n".join(parts)

