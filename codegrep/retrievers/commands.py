@@ -1,0 +1,110 @@
+"""``codegrep retrieve``, ``codegrep evaluate`` and ``codegrep bench retrieve``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random")
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    """``--model``/``--endpoint`` as settings of the chosen retriever (dense: model; agent: policy)."""
+    if args.retriever == "dense":
+        return {"model": args.model}
+    if args.retriever == "agent":
+        return {"model": args.model, "endpoint": args.endpoint}
+    if args.model or args.endpoint:
+        raise ValueError(f"--model/--endpoint do not apply to retriever {args.retriever!r} (only dense, agent)")
+    return {}
+
+
+def _issue_text(args: argparse.Namespace) -> str:
+    text = sys.stdin.read() if args.issue == "-" else args.issue
+    if args.issue_file:
+        text = Path(args.issue_file).read_text()
+    if not (text or "").strip():
+        raise ValueError("no issue text: pass it as the last argument, '-' for stdin, or --issue-file PATH")
+    return text
+
+
+def _retrieve(args: argparse.Namespace) -> int:
+    from codegrep.config import load_profile
+    from codegrep.retrievers.registry import make_retriever
+    from codegrep.retrievers.service import retrieve_in_repo
+
+    cfg = load_profile(args.profile)
+    retriever = make_retriever(args.retriever, cfg, **_overrides(args))
+    result = retrieve_in_repo(retriever, Path(args.repo), _issue_text(args), commit=args.commit)
+    files = result.files[:args.k] if args.k else result.files
+    if args.json:
+        print(json.dumps({"files": files, "rounds": result.rounds, "tool_calls": result.tool_calls,
+                          "tokens": result.tokens, "seconds": round(result.seconds, 4),
+                          "reasons": {f: result.reasons.get(f, "") for f in files}, "extra": result.extra},
+                         default=str))
+    else:
+        print("\n".join(files))
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from codegrep.config import load_profile
+    from codegrep.retrievers.evaluate import evaluate
+    from codegrep.retrievers.registry import make_retriever
+    from codegrep.retrievers.service import load_task_source
+
+    cfg = load_profile(args.profile)
+    tasks, resolver = load_task_source(args.tasks, repos_dir=args.repos, split=args.split, limit=args.limit,
+                                       seed=int(cfg.get("seed", 0)))
+    retriever = make_retriever(args.retriever, cfg, **_overrides(args))
+    metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=args.k, workers=args.workers)
+    print(json.dumps(metrics))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from codegrep.retrievers.bench import run_bench
+
+    print(json.dumps(run_bench(n_files=args.files, queries=args.queries, episodes=args.episodes,
+                                model=None if args.model_ref == "none" else args.model_ref)))
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retriever", required=True, choices=NAMES)
+    p.add_argument("--model", help="dense: embedding model (minilm, a directory, a hub id); agent: policy model")
+    p.add_argument("--endpoint", help="agent: an OpenAI-compatible base URL (e.g. http://localhost:8000/v1)")
+    p.add_argument("--k", type=int, help="returned set size for ranking retrievers (default: the whole ranking)")
+    p.add_argument("--profile", default="smoke", help="profile whose retrievers/agent/env sections apply")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("retrieve", help="rank the files of a repository for an issue text")
+    p.add_argument("--repo", required=True, help="repository directory (a live checkout, or a git repo with --commit)")
+    p.add_argument("--commit", help="retrieve at this commit (a temporary worktree) instead of the live tree")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="print files, rounds, tool calls, tokens, seconds as JSON")
+    p.add_argument("--issue-file", help="read the issue text from this file")
+    p.add_argument("issue", nargs="?", default="", help="issue text ('-' reads stdin)")
+    p.set_defaults(func=_retrieve)
+
+    p = subparsers.add_parser("evaluate", help="run a retriever over a task set; prints macro metrics JSON last")
+    p.add_argument("--tasks", required=True, help="'default', a .jsonl/.json/.parquet file, or a HF dataset id")
+    p.add_argument("--repos", help="directory of owner__name git repositories")
+    _common(p)
+    p.add_argument("--limit", type=int)
+    p.add_argument("--split", help="only tasks of this split (train/eval)")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--out", required=True, help="results JSONL (resumed when it exists)")
+    p.set_defaults(func=_evaluate)
+
+
+def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
+    p = bench_subparsers.add_parser("retrieve", help="bm25 index/query speed vs a naive baseline; agent overhead")
+    p.add_argument("--files", type=int, default=2000, help="files in the benchmark repository")
+    p.add_argument("--queries", type=int, default=50)
+    p.add_argument("--episodes", type=int, default=20, help="scripted agent episodes for the overhead measure")
+    p.add_argument("--model-ref", default="none",
+                   help="model whose real generate time is the denominator of the overhead ratio ('none': skip)")
+    p.set_defaults(func=_bench)

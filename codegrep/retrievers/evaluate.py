@@ -1,0 +1,250 @@
+"""One harness for every retriever: a row per instance, macro metrics, resume, Acc@k curves.
+
+Ranking metrics (acc@k, recall@5, mrr, the Acc@k curve) use the retriever's ranking (top ``RANKED_N``);
+set metrics (precision, recall, F) use the returned set: the ranking cut at ``k`` for fixed-size
+retrievers, or what the agent submitted when ``k`` is None.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from codegrep import Retriever
+from codegrep.data.tasks import Task
+from codegrep.metrics import acc_at_k, dedupe, instance_metrics, macro_average
+from codegrep.retrievers.base import Retrieval
+
+RANKED_N = 20
+"""Length of the ranking stored in each row (enough for Acc@k curves up to 20)."""
+SET_KEYS = ("precision", "recall", "f1", "f0.5", "n_pred")
+MACRO_KEYS = ("n", "precision", "recall", "f1", "f0.5", "acc@1", "acc@5", "recall@5", "mrr",
+              "mean_files", "mean_rounds", "mean_tool_calls", "mean_tokens")
+
+
+def score_row(task: Task, retrieval: Retrieval, k: int | None, retriever: str) -> dict[str, Any]:
+    """The result row of one instance.
+
+    >>> t = Task("i", "o/r", "c" * 40, "issue", gold_files=["a.py"])
+    >>> r = score_row(t, Retrieval(files=["x.py", "a.py", "y.py"]), 1, "bm25")
+    >>> r["files"], r["precision"], r["acc@5"], r["mrr"], r["n_pred"]
+    (['x.py'], 0.0, 1.0, 0.5, 1)
+    """
+    ranked = dedupe(retrieval.files)[:RANKED_N]
+    files = ranked[:k] if k else ranked
+    gold = dedupe(task.gold_files)
+    metrics = instance_metrics(ranked, gold)
+    set_metrics = instance_metrics(files, gold)
+    metrics.update({key: set_metrics[key] for key in SET_KEYS})
+    extra = {key: v for key, v in retrieval.extra.items() if key in ("episode_path", "n_indexed", "n_chunks",
+                                                                        "format_errors", "submitted")}
+    return {"instance_id": task.instance_id, "repo": task.repo, "base_commit": task.base_commit,
+            "retriever": retriever, "k": k, "files": files, "ranked": ranked, "gold": gold, **metrics,
+            "rounds": retrieval.rounds, "tool_calls": retrieval.tool_calls, "tokens": retrieval.tokens,
+            "seconds": round(retrieval.seconds, 4), "extra": extra}
+
+
+def rescore(row: dict[str, Any], k: int | None) -> dict[str, Any]:
+    """A stored row with its set metrics recomputed at another ``k`` (the ranking is kept in the row).
+
+    >>> row = score_row(Task("i", "o/r", "c", "x", gold_files=["a.py"]), Retrieval(files=["a.py", "b.py"]), 1, "bm25")
+    >>> rescore(row, 2)["precision"], rescore(row, 2)["files"]
+    (0.5, ['a.py', 'b.py'])
+    """
+    if row.get("k") == k:
+        return row
+    files = row["ranked"][:k] if k else row["ranked"]
+    set_metrics = instance_metrics(files, row["gold"])
+    return {**row, "k": k, "files": files, **{key: set_metrics[key] for key in SET_KEYS}}
+
+
+def macro_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The harness's summary: exactly ``MACRO_KEYS``.
+
+    >>> m = macro_metrics([{"precision": 1.0, "recall": 1.0, "f1": 1.0, "f0.5": 1.0, "acc@1": 1.0, "acc@5": 1.0,
+    ...                     "recall@5": 1.0, "mrr": 1.0, "n_pred": 1, "rounds": 2, "tool_calls": 4, "tokens": 10},
+    ...                    {"precision": 0.0, "recall": 0.0, "f1": 0.0, "f0.5": 0.0, "acc@1": 0.0, "acc@5": 0.0,
+    ...                     "recall@5": 0.0, "mrr": 0.0, "n_pred": 3, "rounds": 0, "tool_calls": 0, "tokens": 0}])
+    >>> m["n"], m["precision"], m["mean_files"], m["mean_tool_calls"], list(m) == list(MACRO_KEYS)
+    (2, 0.5, 2.0, 2.0, True)
+    """
+    renamed = {"n_pred": "mean_files", "rounds": "mean_rounds", "tool_calls": "mean_tool_calls",
+               "tokens": "mean_tokens"}
+    avg = macro_average(list(rows), keys=list(MACRO_KEYS[1:9]) + list(renamed))
+    out = {key: avg.get(key, float("nan")) for key in MACRO_KEYS[:9]}
+    out.update({new: avg.get(old, float("nan")) for old, new in renamed.items()})
+    out["n"] = len(rows)
+    return {key: out[key] for key in MACRO_KEYS}
+
+
+def acc_curve(rows: Iterable[dict[str, Any]], max_k: int = RANKED_N) -> list[float]:
+    """Mean Acc@k for k = 1..max_k over the stored rankings.
+
+    >>> acc_curve([{"ranked": ["x", "a"], "gold": ["a"]}, {"ranked": ["b"], "gold": ["b"]}], 3)
+    [0.5, 1.0, 1.0]
+    """
+    rows = list(rows)
+    if not rows:
+        return []
+    return [sum(acc_at_k(r["ranked"], r["gold"], k) for r in rows) / len(rows) for k in range(1, max_k + 1)]
+
+
+def read_rows(path: Path) -> dict[str, dict[str, Any]]:
+    """Rows already in a results file, last one per instance winning (a rerun supersedes)."""
+    rows: dict[str, dict[str, Any]] = {}
+    if not Path(path).is_file():
+        return rows
+    lines = Path(path).read_text().splitlines()
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if lineno == len(lines):  # the last row of a run killed mid-write: rerun that instance
+                continue
+            raise ValueError(f"{path}:{lineno}: not a JSON row ({exc})") from exc
+        rows[row["instance_id"]] = row
+    return rows
+
+
+@contextlib.contextmanager
+def _checkout(task: Task, resolver: Any, pool: Any, needed: bool):
+    if not needed:
+        yield None
+        return
+    git_dir = resolver.resolve(task.repo, task.base_commit)
+    with pool.acquire(git_dir, task.base_commit) as path:
+        yield Path(path)
+
+
+def _drop_partial_tail(path: Path) -> None:
+    """Cut a last line left without its newline by a killed run, so appended rows start on a fresh line."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
+def _default_pool():
+    from codegrep.env.pool import WorktreePool
+
+    return WorktreePool()
+
+
+def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_path: str | Path,
+             k: int | None = None, limit: int | None = None, workers: int = 1, pool: Any = None,
+             progress: bool = True) -> dict[str, float]:
+    """Run ``retriever`` on every task (skipping instances already in ``out_path``), append one row per
+    instance, and return the macro metrics over all requested tasks."""
+    from tqdm.auto import tqdm
+
+    tasks = list(tasks)[:limit] if limit else list(tasks)
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    _drop_partial_tail(out_path)
+    done = read_rows(out_path)
+    others = sorted({r.get("retriever") for r in done.values()} - {retriever.name})
+    if others:
+        raise ValueError(f"{out_path} holds results of retriever(s) {others}, not {retriever.name!r}: "
+                         "use another --out")
+    todo = sorted((t for t in tasks if t.instance_id not in done), key=lambda t: (t.repo, t.base_commit))
+    needed = getattr(retriever, "needs_checkout", True)
+    pool = pool if pool is not None or not needed or not todo else _default_pool()
+    lock = threading.Lock()
+
+    def run_one(task: Task) -> dict[str, Any]:
+        start = time.perf_counter()
+        with _checkout(task, resolver, pool, needed) as checkout:
+            retrieval = retriever.retrieve(task, checkout)
+        retrieval.seconds = retrieval.seconds or time.perf_counter() - start
+        return score_row(task, retrieval, k, retriever.name)
+
+    with out_path.open("a") as fh, tqdm(total=len(todo), desc=f"evaluate {retriever.name}",
+                                        disable=not progress or not todo) as bar:
+        def record(row: dict[str, Any]) -> None:
+            with lock:
+                fh.write(json.dumps(row, default=str) + "\n")
+                fh.flush()
+                done[row["instance_id"]] = row
+                bar.update(1)
+
+        if workers <= 1:
+            for task in todo:
+                record(run_one(task))
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as ex:
+                for fut in as_completed([ex.submit(run_one, t) for t in todo]):
+                    record(fut.result())
+    return macro_metrics([rescore(done[t.instance_id], k) for t in tasks])
+
+
+def _artifacts_dir(cfg: dict[str, Any], out: Any) -> Path:
+    if out is None:
+        from codegrep.config import project_root
+
+        return Path(cfg.get("artifacts_dir") or project_root() / "artifacts")
+    return Path(getattr(out, "artifacts", out))
+
+
+def _profile_tasks(cfg: dict[str, Any], split: str | None, limit: int | None):
+    try:
+        from codegrep.data.tasks import profile_tasks  # type: ignore[attr-defined]
+    except ImportError:
+        from codegrep.data.default_set import profile_tasks  # type: ignore[attr-defined,no-redef]
+    return profile_tasks(cfg, split=split, limit=limit)
+
+
+def profile_evaluation(cfg: dict[str, Any], retriever_name: str, split: str | None = "eval", out: Any = None,
+                       *, k: int | None = None, limit: int | None = None, workers: int | None = None,
+                       retriever: Retriever | None = None):
+    """Evaluate one retriever on a profile's tasks, cached in ``<artifacts>/eval/<retriever>.jsonl``.
+
+    ``out`` is an ``Outputs`` or an artifacts directory (default ``<project>/artifacts``). ``k`` defaults to
+    ``retrievers.k`` for fixed-size retrievers (bm25, dense, random) and None (their own set) for the rest.
+    Results made under other settings are moved aside to ``*.stale.jsonl``, never mixed in.
+    Returns ``(rows DataFrame, summary)``; the summary adds ``acc_curve`` (Acc@1..20) and ``mean_seconds``.
+    """
+    import pandas as pd
+
+    from codegrep.retrievers.registry import make_retriever, retriever_settings
+
+    settings = cfg.get("retrievers") or {}
+    retriever = retriever or make_retriever(retriever_name, cfg)
+    if k is None and getattr(retriever, "fixed_size", False):
+        k = settings.get("k")
+    limit = limit if limit is not None else settings.get("limit")
+    tasks, resolver = _profile_tasks(cfg, split, limit)
+    name = retriever_name if split == "eval" else f"{retriever_name}-{split or 'all'}"
+    path = _artifacts_dir(cfg, out) / "eval" / f"{name}.jsonl"
+    meta = {"retriever": retriever_name, "split": split, "settings": retriever_settings(cfg, retriever_name),
+            "agent": cfg.get("agent") if retriever_name == "agent" else None,
+            "tasks": (cfg.get("tasks") or {})}
+    _move_stale(path, meta)
+    if getattr(retriever, "episodes_dir", False) is None:  # the agent saves its episodes beside the results
+        retriever.episodes_dir = path.parent / "episodes" / name
+    from codegrep.env.pool import WorktreePool
+
+    metrics = evaluate(tasks, resolver, retriever, path, k=k, workers=int(workers or settings.get("workers") or 1),
+                       pool=WorktreePool.from_config(cfg.get("env")))
+    rows = read_rows(path)
+    df = pd.DataFrame([rescore(rows[t.instance_id], k) for t in tasks])
+    summary = {**metrics, "retriever": retriever_name, "split": split, "k": k, "path": str(path),
+               "acc_curve": acc_curve(df.to_dict("records")) if len(df) else [],
+               "mean_seconds": float(df["seconds"].mean()) if len(df) else float("nan")}
+    return df, summary
+
+
+def _move_stale(path: Path, meta: dict[str, Any]) -> None:
+    """Keep ``path`` only when it was made with the same settings (recorded in ``<name>.meta.json``)."""
+    meta_path = path.with_suffix(".meta.json")
+    wanted = json.dumps(meta, sort_keys=True, default=str)
+    if path.is_file() and (not meta_path.is_file() or meta_path.read_text() != wanted):
+        path.rename(path.with_suffix(".stale.jsonl"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta_path.write_text(wanted)

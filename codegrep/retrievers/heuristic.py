@@ -1,0 +1,184 @@
+"""``grep-heuristic``: a non-learned agent on the agent's own tools, the baseline for "tools without learning".
+
+Turn 1: one parallel grep per issue term (identifiers first: paths, CamelCase, dotted, snake_case, quoted;
+then the longest plain words). Files are scored by IDF-weighted hits (a term found in few files weighs
+more; a hit on a ``def``/``class`` line weighs more). Turn 2: read the top files and re-rank them by how
+many distinct terms they contain. The ranking is then submitted.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codegrep.data.tasks import Task
+from codegrep.env.tools import ToolCall, ToolResult
+from codegrep.retrievers.base import Retrieval
+from codegrep.retrievers.corpus import STOPWORDS
+
+_PATH = re.compile(r"\b[\w./-]+\.(?:py|pyx|pyi|js|ts|java|go|rs|c|h|cpp|rb|cfg|toml|yaml|yml|json|md|rst)\b")
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
+_CAMEL = re.compile(r"\b[A-Z]?[a-z0-9]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b")
+_SNAKE = re.compile(r"\b_*[A-Za-z][A-Za-z0-9]*_\w+\b")
+_QUOTED = re.compile(r"[`'\"]([A-Za-z_][\w.]{2,})[`'\"]")
+_WORD = re.compile(r"\b[A-Za-z]{5,}\b")
+# Vocabulary of issue reports themselves (not of any code base): grepping it finds everything.
+ISSUE_WORDS = frozenset("""
+issue problem error errors exception bug bugs expected actual behaviour behavior following below above
+described description docstring removed source code function functions method methods class classes
+should would could returns return value values instead example examples please thanks works working
+happens happen version versions using called calling passed passing given object objects string
+""".split())
+_SUFFIX = re.compile(r"(?:ing|ed|es|s|ly)$")
+_HIT = re.compile(r"^(.+?):(\d+):(.*)$")
+_TOTAL = re.compile(r"showing \d+ of (?:more than )?(\d+) lines")
+
+
+@dataclass
+class HeuristicConfig:
+    """Settings of the ``grep-heuristic`` retriever (profile section ``retrievers.grep-heuristic``)."""
+
+    max_terms: int = 8
+    """Greps in the first turn (the agent's calls-per-turn cap)."""
+    read_top: int = 3
+    """Files read in the second turn to re-rank the leaders."""
+    definition_bonus: float = 3.0
+    """Multiplier for a hit on a line that defines the term (``def``/``class``/assignment)."""
+    identifier_prior: float = 2.0
+    """Weight of code identifiers relative to plain words."""
+    top_n: int = 20
+    """Length of the returned ranking."""
+
+
+def issue_terms(text: str, max_terms: int = 8) -> list[tuple[str, str]]:
+    """``(term, kind)`` pairs to grep for, most specific first; kind is path/ident/word.
+
+    >>> issue_terms("QuerySet.bulk_create() in django/db/models/query.py breaks `ignore_conflicts` option")
+    [('query.py', 'path'), ('QuerySet.bulk_create', 'ident'), ('QuerySet', 'ident'), ('bulk_create', 'ident'), ('ignore_conflicts', 'ident'), ('breaks', 'word'), ('option', 'word')]
+    """
+    seen: dict[str, str] = {}
+    full_paths = _PATH.findall(text)
+    for m in full_paths:
+        seen.setdefault(m.rsplit("/", 1)[-1], "path")
+    paths = set(seen)
+    for rx in (_DOTTED, _CAMEL, _SNAKE, _QUOTED):
+        for m in rx.findall(text):
+            if m in paths or any(m in p for p in paths) or m.lower() in STOPWORDS:
+                continue
+            seen.setdefault(m, "ident")
+            if "." in m:  # the parts of a dotted name are identifiers too
+                for part in m.split("."):
+                    if len(part) > 2 and part.lower() not in STOPWORDS:
+                        seen.setdefault(part, "ident")
+    words = {w.lower() for w in _WORD.findall(text) if w.lower() not in STOPWORDS | ISSUE_WORDS}
+    covered = " ".join([*seen, *full_paths]).lower()  # words already inside an identifier or path
+    for w in sorted(words, key=lambda w: (-len(w), w)):
+        if w not in covered:
+            seen.setdefault(w, "word")
+    return list(seen.items())[:max_terms]
+
+
+def term_call(term: str, kind: str) -> ToolCall:
+    """The call for one term: a glob for a file name, a word-bounded literal grep for an identifier, and a
+    case-insensitive prefix grep of the crudely stemmed word for plain words (``monitors`` -> ``\\bmonitor``).
+
+    >>> term_call("monitors", "word").arguments
+    {'pattern': '\\\\bmonitor', 'ignore_case': True}
+    """
+    if kind == "path":
+        return ToolCall("glob", {"pattern": f"**/{term}"})
+    if kind == "word":
+        stem = _SUFFIX.sub("", term) if len(term) > 5 else term
+        return ToolCall("grep", {"pattern": rf"\b{re.escape(stem)}", "ignore_case": True})
+    return ToolCall("grep", {"pattern": rf"\b{re.escape(term)}\b", "ignore_case": False})
+
+
+def parse_hits(result: ToolResult) -> tuple[dict[str, list[str]], int]:
+    """``({file: [hit line text]}, total hit lines)`` from a grep or glob result (errors: nothing).
+
+    >>> hits, total = parse_hits(ToolResult("grep", True, "a.py:3:def f():\\nb.py:9:f()\\n[... truncated: showing 2 of 40 lines]"))
+    >>> sorted(hits), total
+    (['a.py', 'b.py'], 40)
+    """
+    hits: dict[str, list[str]] = defaultdict(list)
+    if not result.ok or result.output.startswith("No "):
+        return {}, 0
+    lines = result.output.splitlines()
+    total = next((int(m.group(1)) for m in map(_TOTAL.search, lines[-1:]) if m), None)
+    for line in lines:
+        if line.startswith("[... truncated"):
+            continue
+        if result.name == "glob":
+            hits[line].append("")
+        elif (m := _HIT.match(line)):
+            hits[m.group(1)].append(m.group(3))
+    return dict(hits), total or sum(map(len, hits.values()))
+
+
+def is_definition(term: str, line: str) -> bool:
+    """Whether a hit line defines the term rather than uses it.
+
+    >>> is_definition("bulk_create", "    def bulk_create(self, objs):"), is_definition("x", "y = x + 1")
+    (True, False)
+    """
+    t = re.escape(term.rsplit(".", 1)[-1])
+    return bool(re.search(rf"\b(?:def|class|async def)\s+{t}\b|^\s*{t}\s*[:=]", line))
+
+
+class HeuristicRetriever:
+    """The grep → weighted hits → read → submit baseline (no model)."""
+
+    name = "grep-heuristic"
+    fixed_size = True  # returns a ranking; the harness cuts it at k
+
+    def __init__(self, config: HeuristicConfig | None = None, env_config: dict[str, Any] | None = None):
+        self.config = config or HeuristicConfig()
+        self.env_config = env_config or {}
+
+    def score(self, terms: list[tuple[str, str]], results: list[ToolResult]) -> tuple[dict[str, float], dict]:
+        """File scores from the first turn, and the hits behind them (for ``reasons``)."""
+        scores: dict[str, float] = defaultdict(float)
+        why: dict[str, list[str]] = defaultdict(list)
+        for (term, kind), result in zip(terms, results):
+            hits, total = parse_hits(result)
+            if not hits:
+                continue
+            shown = sum(map(len, hits.values())) or 1
+            df = max(len(hits), len(hits) * total / shown)  # files hit, extrapolated when output was cut
+            weight = (self.config.identifier_prior if kind != "word" else 1.0) / (1.0 + math.log(df))
+            weight *= 3.0 if kind == "path" else 1.0
+            for path, lines in hits.items():
+                bonus = self.config.definition_bonus if any(is_definition(term, s) for s in lines) else 1.0
+                scores[path] += weight * bonus * (1.0 + math.log(len(lines)))
+                why[path].append(f"{term!r}x{len(lines)}" + (" (def)" if bonus > 1 else ""))
+        return dict(scores), why
+
+    def rerank(self, ranked: list[str], terms: list[tuple[str, str]], reads: list[ToolResult]) -> list[str]:
+        """Move read files that contain more distinct terms ahead (stable otherwise)."""
+        coverage = {}
+        for path, result in zip(ranked, reads):
+            text = result.output.lower() if result.ok else ""
+            coverage[path] = sum(term.lower().rsplit(".", 1)[-1] in text for term, _ in terms)
+        head = sorted(ranked[:len(reads)], key=lambda p: -coverage.get(p, 0))
+        return head + ranked[len(reads):]
+
+    def retrieve(self, task: Task, checkout: Path) -> Retrieval:
+        from codegrep.env.tools import ToolConfig
+        from codegrep.env.workdir import RepoToolEnvironment
+
+        start = time.perf_counter()
+        terms = issue_terms(task.problem_statement, self.config.max_terms)
+        with RepoToolEnvironment(Path(checkout), ToolConfig.from_dict(self.env_config)) as env:
+            results = env.run_turn([term_call(t, kind) for t, kind in terms]) if terms else []
+            scores, why = self.score(terms, results)
+            ranked = sorted(scores, key=lambda p: (-scores[p], p))[:self.config.top_n]
+            reads = env.run_turn([ToolCall("read", {"path": p}) for p in ranked[:self.config.read_top]])
+        ranked = self.rerank(ranked, terms, reads)
+        return Retrieval(files=ranked, rounds=int(bool(results)) + int(bool(reads)),
+                         tool_calls=len(results) + len(reads), seconds=time.perf_counter() - start,
+                         reasons={p: f"score {scores[p]:.2f}: " + ", ".join(why[p]) for p in ranked},
+                         extra={"terms": [t for t, _ in terms]})

@@ -1,0 +1,186 @@
+"""``bm25``: BM25 (bm25s) over the text files of a checkout, one document per file, code-aware tokens.
+
+The index of a snapshot is built once and cached under ``cache_dir()/indexes/bm25/<repo>@<commit>``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from codegrep.data.tasks import Task
+from codegrep.retrievers.base import Retrieval
+from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
+                                        read_bytes, snapshot_key, tokenize, tokenize_counts)
+
+INDEX_VERSION = "bm25-v2"  # bump when tokenisation changes, so stale caches are not reused
+
+
+@dataclass
+class BM25Config:
+    """Settings of the ``bm25`` retriever (profile section ``retrievers.bm25``)."""
+
+    k1: float = 1.2
+    """BM25 term-frequency saturation."""
+    b: float = 0.75
+    """BM25 length normalisation."""
+    path_weight: int = 2
+    """How many times a file's path tokens are added to its document (paths are strong evidence)."""
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    """Files larger than this are not indexed."""
+    top_n: int = 20
+    """Length of the returned ranking (the harness truncates to k for set metrics)."""
+    memory_indexes: int = 8
+    """Indexes kept loaded in memory (most recently used)."""
+
+
+@dataclass
+class BM25Index:
+    """A bm25s model plus the file each document stands for."""
+
+    files: list[str]
+    model: "object"
+    vocab: dict[str, int] = field(default_factory=dict)
+
+    def search(self, text: str, n: int) -> list[tuple[str, float]]:
+        """Top-n ``(file, score)`` for a free-text query; files with score 0 are left out."""
+        tokens = [t for t in tokenize(text) if t in self.vocab]
+        if not tokens or not self.files:
+            return []
+        scores = self.model.get_scores(tokens)
+        top = np.argsort(-scores, kind="stable")[:n]
+        return [(self.files[i], float(scores[i])) for i in top if scores[i] > 0]
+
+
+def file_counts(root: Path, rel: str, path_weight: int) -> dict[str, int] | None:
+    """The document of one file as token counts: content tokens plus path tokens ``path_weight`` times."""
+    data = read_bytes(root, rel)
+    if data is None:
+        return None
+    counts = tokenize_counts(data)
+    for tok in tokenize(rel):
+        counts[tok] = counts.get(tok, 0) + path_weight
+    return counts
+
+
+def fit_counts(model: "object", docs: list[dict[str, int]]) -> None:
+    """Fill a ``bm25s.BM25`` from per-document token counts: the same matrix ``model.index`` builds from
+    token lists (bm25s's own tf/idf formulas), without expanding millions of tokens in Python."""
+    import scipy.sparse as sp
+    from bm25s.scoring import _select_tfc_scorer
+
+    vocab: dict[str, int] = {}
+    cols = np.fromiter((vocab.setdefault(t, len(vocab)) for d in docs for t in d), dtype=np.int64)
+    tf = np.fromiter((n for d in docs for n in d.values()), dtype=np.float64, count=len(cols))
+    rows = np.repeat(np.arange(len(docs)), [len(d) for d in docs])
+    doc_len = np.bincount(rows, weights=tf, minlength=len(docs))
+    df = np.bincount(cols, minlength=len(vocab))
+    idf = np.log(1 + (len(docs) - df + 0.5) / (df + 0.5))  # bm25s.scoring._score_idf_lucene, vectorised
+    tfc = _select_tfc_scorer(model.method)(tf_array=tf, l_d=doc_len[rows], l_avg=doc_len.mean(), k1=model.k1,
+                                           b=model.b, delta=model.delta)
+    matrix = sp.csc_matrix((idf[cols] * tfc, (rows, cols)), shape=(len(docs), len(vocab) + 1), dtype=model.dtype)
+    model.scores = {"data": matrix.data, "indices": matrix.indices.astype(model.int_dtype),
+                    "indptr": matrix.indptr.astype(model.int_dtype), "num_docs": len(docs)}
+    vocab[""] = len(vocab)  # bm25s's empty token, so saved indexes look like its own
+    model.vocab_dict = vocab
+    model.unique_token_ids_set = set(vocab.values())
+    model.nonoccurrence_array = None
+
+
+def build_index(root: Path, config: BM25Config) -> BM25Index:
+    """Tokenise every text file under ``root`` and fit bm25s (no caching here)."""
+    import bm25s
+
+    files, docs = [], []
+    for rel in list_files(root, config.max_file_bytes):
+        counts = file_counts(root, rel, config.path_weight)
+        if counts is not None:
+            files.append(rel)
+            docs.append(counts)
+    model = bm25s.BM25(k1=config.k1, b=config.b, method="lucene")
+    if docs:
+        fit_counts(model, docs)
+    return BM25Index(files, model, dict(getattr(model, "vocab_dict", {}) or {}))
+
+
+def save_index(index: BM25Index, path: Path) -> None:
+    """Write atomically: a half-written index must never be loaded by a concurrent run."""
+    tmp = path.with_name(path.name + f".tmp{time.time_ns()}")
+    tmp.mkdir(parents=True)
+    index.model.save(str(tmp / "bm25"), show_progress=False)
+    (tmp / "files.json").write_text(json.dumps({"version": INDEX_VERSION, "files": index.files}))
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+    try:
+        tmp.rename(path)
+    except OSError:  # another process won the race; its index is equivalent
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_index(path: Path) -> BM25Index | None:
+    """The cached index at ``path``, or None when absent or from another index version."""
+    import bm25s
+
+    meta = path / "files.json"
+    if not meta.is_file():
+        return None
+    info = json.loads(meta.read_text())
+    if info.get("version") != INDEX_VERSION:
+        return None
+    model = bm25s.BM25.load(str(path / "bm25"), show_progress=False, verbosity=0)
+    return BM25Index(info["files"], model, dict(model.vocab_dict))
+
+
+class BM25Retriever:
+    """Ranks files by BM25 score of the issue text against each file's tokens."""
+
+    name = "bm25"
+    fixed_size = True  # returns a ranking; the harness cuts it at k
+
+    def __init__(self, config: BM25Config | None = None):
+        self.config = config or BM25Config()
+        self._loaded: OrderedDict[str, BM25Index] = OrderedDict()
+        self._lock = threading.Lock()  # harness workers share one retriever; build each index once
+
+    def config_tag(self) -> str:
+        """Short hash of everything that changes the index, so different settings never share a cache."""
+        c = self.config
+        raw = f"{INDEX_VERSION}|{c.k1}|{c.b}|{c.path_weight}|{c.max_file_bytes}"
+        return hashlib.sha1(raw.encode()).hexdigest()[:8]
+
+    def index_for(self, task: Task, checkout: Path) -> BM25Index:
+        """The index of this snapshot: from memory, from the disk cache, or built now (and cached)."""
+        key = snapshot_key(task.repo, task.base_commit or None, checkout, self.config.max_file_bytes)
+        with self._lock:
+            return self._index_locked(key, checkout)
+
+    def _index_locked(self, key: str, checkout: Path) -> BM25Index:
+        if key in self._loaded:
+            self._loaded.move_to_end(key)
+            return self._loaded[key]
+        path = index_dir("bm25", f"{key}-{self.config_tag()}")
+        index = load_index(path)
+        if index is None:
+            index = build_index(checkout, self.config)
+            if index.files:
+                save_index(index, path)
+                prune_live_siblings(path)
+        self._loaded[key] = index
+        while len(self._loaded) > self.config.memory_indexes:
+            self._loaded.popitem(last=False)
+        return index
+
+    def retrieve(self, task: Task, checkout: Path) -> Retrieval:
+        start = time.perf_counter()
+        index = self.index_for(task, Path(checkout))
+        hits = index.search(task.problem_statement, self.config.top_n)
+        return Retrieval(files=[f for f, _ in hits], seconds=time.perf_counter() - start,
+                         reasons={f: f"bm25 score {s:.2f}" for f, s in hits},
+                         extra={"scores": [round(s, 4) for _, s in hits], "n_indexed": len(index.files)})

@@ -1,0 +1,59 @@
+"""Glue for the CLI and other callers: retrieve in a user's repository, load a task source with its repos."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from codegrep import Retriever
+from codegrep.data.tasks import Task
+from codegrep.retrievers.base import Retrieval
+
+
+def adhoc_task(repo_dir: Path, issue: str, commit: str | None = None) -> Task:
+    """A task for free text against a local repository (no gold files).
+
+    >>> t = adhoc_task(Path("/src/myproj"), "crash in parser")
+    >>> t.repo, t.base_commit, t.gold_files
+    ('local/myproj', '', [])
+    """
+    return Task(instance_id=f"adhoc-{int(time.time() * 1000)}", repo=f"local/{Path(repo_dir).resolve().name}",
+                base_commit=commit or "", problem_statement=issue)
+
+
+def retrieve_in_repo(retriever: Retriever, repo_dir: Path, issue: str, commit: str | None = None,
+                     pool: Any = None) -> Retrieval:
+    """Run a retriever on a live tree, or (with ``commit``) on a pooled worktree of that commit."""
+    repo_dir = Path(repo_dir)
+    if not repo_dir.is_dir():
+        raise FileNotFoundError(f"--repo {repo_dir}: not a directory")
+    task = adhoc_task(repo_dir, issue, commit)
+    if not commit:
+        return retriever.retrieve(task, repo_dir)
+    from codegrep.data.repos import has_commit
+
+    if not has_commit(repo_dir, commit):
+        raise ValueError(f"--commit {commit}: not a commit of the git repository {repo_dir}")
+    if pool is None:
+        from codegrep.env.pool import WorktreePool
+
+        pool = WorktreePool()
+    with pool.acquire(repo_dir, commit) as checkout:
+        return retriever.retrieve(task, Path(checkout))
+
+
+def load_task_source(source: str, repos_dir: str | None = None, split: str | None = None,
+                     limit: int | None = None, seed: int = 0) -> tuple[list[Task], Any]:
+    """Tasks plus a resolver for their repositories; ``default`` is the offline default set."""
+    from codegrep.data.repos import RepoResolver
+    from codegrep.data.tasks import load_tasks
+
+    if source == "default":
+        from codegrep.data.default_set import ensure_default_task_set
+
+        built = ensure_default_task_set()
+        source, repos_dir = str(built.tasks_path), repos_dir or str(built.repos_dir)
+    tasks = load_tasks(source, limit=limit, seed=seed, split=split)
+    if not tasks:
+        raise ValueError(f"--tasks {source}: no tasks" + (f" in split {split!r}" if split else ""))
+    return tasks, RepoResolver(repos_dir=repos_dir)

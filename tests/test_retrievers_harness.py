@@ -1,0 +1,113 @@
+"""Retrievers on a slice of the default task set (metrics re-derived by hand from each row), the CLI, and
+``profile_evaluation``."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from codegrep.cli import main
+from codegrep.retrievers.evaluate import MACRO_KEYS, evaluate, read_rows
+from codegrep.retrievers.registry import make_retriever
+from test_retrievers import ISSUES, cache, tiny_repo, tiny_tasks  # noqa: F401 (fixtures)
+
+N_TASKS = 16
+
+
+@pytest.fixture(scope="module")
+def default_slice():
+    """The first eval-split tasks of the default set (built once into the real cache) and their resolver."""
+    from codegrep.data.default_set import ensure_default_task_set
+    from codegrep.data.repos import RepoResolver
+    from codegrep.data.tasks import load_tasks
+
+    built = ensure_default_task_set()
+    tasks = [t for t in load_tasks(built.tasks_path) if t.extra.get("split") == "eval"]
+    return tasks[:N_TASKS], RepoResolver(repos_dir=built.repos_dir, offline=True), built
+
+
+def by_hand(row: dict) -> dict:
+    """Set and rank metrics straight from a row's lists (an independent re-derivation)."""
+    files, ranked, gold = row["files"], row["ranked"], set(row["gold"])
+    hit = len(gold & set(files))
+    first = next((i for i, f in enumerate(ranked, 1) if f in gold), None)
+    return {"precision": hit / len(files) if files else 0.0, "recall": hit / len(gold),
+            "acc@1": float(bool(ranked) and ranked[0] in gold), "acc@5": float(first is not None and first <= 5),
+            "mrr": 1 / first if first else 0.0}
+
+
+@pytest.mark.parametrize("name", ["bm25", "grep-heuristic", "random", "oracle"])
+def test_default_slice_metrics_agree_with_rows(name, default_slice, cache, tmp_path):
+    from codegrep.env.pool import WorktreePool
+
+    tasks, resolver, _ = default_slice
+    out = tmp_path / f"{name}.jsonl"
+    k = None if name == "oracle" else 3
+    macro = evaluate(tasks, resolver, make_retriever(name), out, k=k, pool=WorktreePool(), progress=False)
+    rows = list(read_rows(out).values())
+    assert macro["n"] == len(rows) == len(tasks) and list(macro) == list(MACRO_KEYS)
+    for key in ("precision", "recall", "acc@1", "acc@5", "mrr"):
+        assert macro[key] == pytest.approx(sum(by_hand(r)[key] for r in rows) / len(rows)), key
+    assert all(len(r["files"]) <= 3 for r in rows) if k else True
+    if name == "oracle":
+        assert macro["precision"] == macro["recall"] == macro["acc@1"] == 1.0
+    if name == "grep-heuristic":
+        assert macro["mean_rounds"] == 2 and macro["mean_tool_calls"] > 2
+
+
+def test_bm25_beats_random_on_the_default_slice(default_slice, cache, tmp_path):
+    from codegrep.env.pool import WorktreePool
+
+    tasks, resolver, _ = default_slice
+    pool = WorktreePool()
+    bm25 = evaluate(tasks, resolver, make_retriever("bm25"), tmp_path / "b.jsonl", k=5, pool=pool, progress=False)
+    rnd = evaluate(tasks, resolver, make_retriever("random"), tmp_path / "r.jsonl", k=5, pool=pool, progress=False)
+    assert bm25["acc@5"] > rnd["acc@5"] + 0.2, (bm25, rnd)
+
+
+def test_cli_retrieve_live_tree_and_commit(cache, tiny_repo, capsys):
+    repos, commit = tiny_repo
+    issue = ISSUES["pkg/parser.py"]
+    assert main(["retrieve", "--repo", str(repos / "local__tiny"), "--retriever", "bm25", "--k", "2", issue]) == 0
+    assert capsys.readouterr().out.splitlines() == ["pkg/parser.py", "pkg/__init__.py"]
+    argv = ["retrieve", "--repo", str(repos / "local__tiny"), "--commit", commit, "--retriever", "grep-heuristic",
+            "--json", issue]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["files"][0] == "pkg/parser.py" and result["rounds"] == 2 and result["tool_calls"] > 0
+    assert main(["retrieve", "--repo", str(repos / "local__tiny"), "--commit", "f" * 40,
+                 "--retriever", "bm25", issue]) == 2
+    assert "not a commit" in capsys.readouterr().err
+
+
+def test_cli_evaluate_prints_macro_metrics_last(cache, tiny_repo, tmp_path, capsys):
+    repos, commit = tiny_repo
+    tasks_path = tmp_path / "tasks.jsonl"
+    tasks_path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tiny_tasks(commit)))
+    argv = ["evaluate", "--tasks", str(tasks_path), "--repos", str(repos), "--retriever", "bm25", "--k", "1",
+            "--out", str(tmp_path / "res.jsonl"), "--profile", "ci"]
+    assert main(argv) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert list(metrics) == list(MACRO_KEYS) and metrics["n"] == 3 and metrics["acc@1"] == 1.0
+    assert metrics["precision"] == 1.0 and metrics["mean_files"] == 1.0
+    argv[argv.index("bm25")] = "oracle"  # another retriever into the same file is refused, not mixed
+    assert main(argv) == 2 and "holds results of retriever" in capsys.readouterr().err
+
+
+def test_profile_evaluation_caches_rows(default_slice, cache, tmp_path):
+    from codegrep.config import load_profile
+    from codegrep.retrievers.evaluate import profile_evaluation
+
+    built = default_slice[2]  # the tasks file itself, so the tmp cache does not rebuild the default set
+    where = {"tasks.source": str(built.tasks_path), "tasks.repos_dir": str(built.repos_dir),
+             "tasks.splits.eval.limit": 6}
+    cfg = load_profile("ci", where)
+    df, summary = profile_evaluation(cfg, "bm25", out=tmp_path)
+    assert len(df) == summary["n"] == 6 and summary["k"] == cfg["retrievers"]["k"]
+    assert (tmp_path / "eval" / "bm25.jsonl").is_file() and len(summary["acc_curve"]) == 20
+    assert summary["acc_curve"][0] == pytest.approx(summary["acc@1"])
+    df2, summary2 = profile_evaluation(cfg, "bm25", out=tmp_path)  # served from the file
+    assert summary2["acc@1"] == summary["acc@1"] and list(df2["instance_id"]) == list(df["instance_id"])
+    changed = load_profile("ci", {**where, "retrievers.bm25.path_weight": 0})
+    profile_evaluation(changed, "bm25", out=tmp_path)
+    assert (tmp_path / "eval" / "bm25.stale.jsonl").is_file()  # other settings: old rows moved aside
