@@ -1,0 +1,176 @@
+"""The downstream interface: a frozen coding agent run with or without candidate files.
+
+Every agent (OpenHands, mini-swe-agent, the replay cost model) returns a ``DownstreamResult``.
+Candidate files reach an agent in exactly one way, the same for every retriever: the issue text
+is followed by a blank line and the block ``candidate_hint(files)`` renders
+(``hinted_problem_statement``). Resolution of real runs comes from the official ``swebench``
+harness report (``resolved_from_report``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from codegrep.metrics import dedupe
+
+HINT_HEADER = "<candidate_files>"
+HINT_FOOTER = "</candidate_files>"
+HINT_INTRO = ("A file-retrieval tool suggests these files as likely relevant to the issue, most likely first. "
+              "They may be incomplete or partly wrong; verify before relying on them.")
+
+
+@dataclass
+class DownstreamResult:
+    """What one agent run on one task cost and achieved."""
+
+    instance_id: str
+    """The task's id."""
+    agent: str
+    """Which agent produced it: ``openhands``, ``mini-swe-agent``, or ``replay`` (the cost model)."""
+    resolved: bool | None
+    """Resolved by the official harness (None = not evaluated, e.g. no Docker)."""
+    rounds: int
+    """LLM calls (agent turns) the rollout took."""
+    prompt_tokens: int
+    """Prompt tokens summed over all LLM calls."""
+    completion_tokens: int
+    """Completion tokens summed over all LLM calls."""
+    seconds: float = 0.0
+    """Wall-clock time of the rollout (0 for the replay model)."""
+    trajectory: str | None = None
+    """Path of the saved trajectory / output row, when there is one."""
+    candidate_files: list[str] | None = None
+    """The files handed to the agent (None = run without retrieval)."""
+    repo: str = ""
+    """Source repository (``owner/name``), for per-repo breakdowns."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Agent-specific details (exit status, replay bookkeeping, ...)."""
+
+    @property
+    def tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return int(self.prompt_tokens) + int(self.completion_tokens)
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["tokens"] = self.tokens
+        row["with_retrieval"] = self.candidate_files is not None
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "DownstreamResult":
+        keys = cls.__dataclass_fields__.keys()
+        return cls(**{k: v for k, v in row.items() if k in keys})
+
+
+def candidate_hint(files: Sequence[str], excerpts: dict[str, str] | None = None, max_files: int = 20) -> str:
+    """The one block candidate files are shown to an agent in (a numbered list, optional excerpts).
+
+    >>> print(candidate_hint(["./pkg/a.py", "pkg/b.py"], {"pkg/a.py": "def f():"}))
+    <candidate_files>
+    A file-retrieval tool suggests these files as likely relevant to the issue, most likely first. They may be incomplete or partly wrong; verify before relying on them.
+    1. pkg/a.py
+       | def f():
+    2. pkg/b.py
+    </candidate_files>
+    >>> candidate_hint([])
+    ''
+    """
+    paths = dedupe(files)[:max_files]
+    if not paths:
+        return ""
+    lines = [HINT_HEADER, HINT_INTRO]
+    for i, path in enumerate(paths, start=1):
+        lines.append(f"{i}. {path}")
+        for text in ((excerpts or {}).get(path) or "").splitlines()[:8]:
+            lines.append(f"   | {text[:160]}")
+    lines.append(HINT_FOOTER)
+    return "\n".join(lines)
+
+
+def hinted_problem_statement(problem_statement: str, files: Sequence[str] | None,
+                             excerpts: dict[str, str] | None = None) -> str:
+    """The issue text an agent receives: unchanged without retrieval, else followed by the hint.
+
+    >>> hinted_problem_statement("Bug.", None)
+    'Bug.'
+    >>> hinted_problem_statement("Bug.", ["a.py"]).splitlines()[:3]
+    ['Bug.', '', '<candidate_files>']
+    """
+    hint = candidate_hint(files or [], excerpts)
+    return problem_statement if not hint else f"{problem_statement.rstrip()}\n\n{hint}"
+
+
+def _instance_report(report: dict[str, Any], instance_id: str) -> dict[str, Any] | None:
+    if instance_id in report and isinstance(report[instance_id], dict):
+        return report[instance_id]  # per-instance logs/run_evaluation/.../report.json
+    if "resolved" in report and "patch_exists" in report:
+        return report  # the inner record alone (as stored next to a trajectory)
+    return None
+
+
+def resolved_from_report(report: dict[str, Any], instance_id: str) -> bool | None:
+    """Resolution of one instance from a ``swebench`` harness report; None when it is not in it.
+
+    Accepts the run report (``resolved_ids``/``unresolved_ids``), a per-instance report
+    (``{id: {...}}``) or its inner record. Where per-test results are present, the harness's own
+    ``get_resolution_status`` recomputes the verdict and it must agree with the ``resolved`` flag.
+
+    >>> resolved_from_report({"resolved_ids": ["a"], "unresolved_ids": ["b"]}, "b")
+    False
+    >>> resolved_from_report({"a": {"patch_exists": True, "resolved": True}}, "a")
+    True
+    >>> resolved_from_report({"resolved_ids": []}, "zzz") is None
+    True
+    """
+    if "resolved_ids" in report:
+        if instance_id in report["resolved_ids"]:
+            return True
+        failed = [k for k in ("unresolved_ids", "error_ids", "empty_patch_ids") if instance_id in report.get(k, [])]
+        return False if failed else None
+    inner = _instance_report(report, instance_id)
+    if inner is None:
+        return None
+    flag = bool(inner.get("resolved"))
+    if inner.get("tests_status"):
+        from swebench.harness.constants import ResolvedStatus
+        from swebench.harness.grading import get_resolution_status
+
+        full = get_resolution_status(inner["tests_status"]) == ResolvedStatus.FULL.value
+        if full != flag:
+            raise ValueError(f"swebench report for {instance_id}: 'resolved'={flag} disagrees with its tests_status")
+    return flag
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """Read a harness report JSON (raises FileNotFoundError / ValueError naming the file)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"swebench report not found: {p}")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}: not JSON ({exc})") from exc
+
+
+def make_agent(name: str, cfg: dict[str, Any] | None = None, endpoint: str | None = None):
+    """The downstream agent called ``name`` (``replay``, ``openhands``, ``mini-swe-agent``).
+
+    ``cfg`` is the profile's ``downstream`` section; ``endpoint`` overrides the model's base URL.
+    """
+    cfg = dict(cfg or {})
+    if name == "replay":
+        from codegrep.downstream.replay import ReplayAgent
+
+        return ReplayAgent.from_config(cfg)
+    if name == "openhands":
+        from codegrep.downstream.openhands import OpenHandsAgent
+
+        return OpenHandsAgent.from_config(cfg, endpoint=endpoint)
+    if name in ("mini-swe-agent", "minisweagent", "mini"):
+        from codegrep.downstream.mini_swe_agent import MiniSweAgent
+
+        return MiniSweAgent.from_config(cfg, endpoint=endpoint)
+    raise ValueError(f"unknown downstream agent {name!r}: expected replay, openhands or mini-swe-agent")

@@ -1,0 +1,262 @@
+"""OpenHands (the paper's frozen agent) through its SWE-bench harness, ``run_infer.py``.
+
+``write_openhands_run`` lays out one run: a dataset file whose ``problem_statement`` is
+``hinted_problem_statement`` (so the hint enters OpenHands' first message inside its usual
+instruction template), a ``config.toml`` with the LLM group, and ``run.sh`` with the commands
+(``evaluation/benchmarks/swe_bench/run_infer.py`` of an OpenHands 0.x checkout, then the official
+``swebench`` harness on the predictions). ``results_from_output`` reads ``output.jsonl`` back:
+rounds = distinct LLM responses behind the agent's actions, tokens from ``metrics``, resolution
+from the harness report. Needs Docker and a model endpoint; neither exists on the CI machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from codegrep.data.tasks import Task
+from codegrep.downstream.agents import DownstreamResult, hinted_problem_statement, load_report, resolved_from_report
+
+RUN_INFER = "evaluation/benchmarks/swe_bench/run_infer.py"
+# Fields OpenHands' run_infer and the swebench harness read from a dataset row.
+REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "version", "FAIL_TO_PASS",
+                   "PASS_TO_PASS", "environment_setup_commit", "test_patch")
+
+
+@dataclass
+class OpenHandsConfig:
+    """Settings of an OpenHands SWE-bench run (the ``downstream.openhands`` block of a profile)."""
+
+    openhands_dir: str | None = None
+    """An OpenHands 0.x source checkout (holds ``evaluation/benchmarks/swe_bench/run_infer.py``)."""
+    model: str = "openai/local-model"
+    """litellm model name of the frozen agent's LLM."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint (``--endpoint`` overrides it)."""
+    api_key_env: str = "LLM_API_KEY"
+    """Environment variable holding the API key; its value is never written to disk."""
+    temperature: float = 0.0
+    """Sampling temperature."""
+    agent_cls: str = "CodeActAgent"
+    """OpenHands agent class."""
+    max_iterations: int = 100
+    """Most agent iterations per instance."""
+    num_workers: int = 1
+    """Instances run in parallel by run_infer."""
+    llm_group: str = "codegrep_eval"
+    """Name of the ``[llm.<group>]`` section written to config.toml."""
+    dataset_name: str = "princeton-nlp/SWE-bench_Verified"
+    """Dataset the swebench harness evaluates predictions against."""
+    run_dir: str = "artifacts/downstream/openhands"
+    """Where runs are laid out."""
+    report: str | None = None
+    """A swebench harness report to read resolution from (else the run's own, when present)."""
+
+
+@dataclass
+class OpenHandsRun:
+    """The files and commands of one laid-out run."""
+
+    run_dir: Path
+    dataset_file: Path
+    config_file: Path
+    script: Path
+    infer_command: list[str]
+    eval_command: list[str]
+    output_dir: Path
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+def config_toml(cfg: OpenHandsConfig) -> str:
+    """The OpenHands ``config.toml`` text (no secret in it: the key comes from ``api_key_env``)."""
+    lines = ["[core]", f"max_iterations = {int(cfg.max_iterations)}", "", f"[llm.{cfg.llm_group}]",
+             f"model = {_toml_str(cfg.model)}", f"temperature = {float(cfg.temperature)}"]
+    if cfg.base_url:
+        lines.append(f"base_url = {_toml_str(cfg.base_url)}")
+    return "\n".join(lines) + "\n"
+
+
+def dataset_rows(tasks: Sequence[Task], candidates: dict[str, list[str]] | None) -> list[dict[str, Any]]:
+    """Dataset rows with the hint appended to ``problem_statement`` (raises when a field is missing)."""
+    rows = []
+    for task in tasks:
+        row = task.to_dict()
+        missing = [k for k in REQUIRED_FIELDS if row.get(k) in (None, "")]
+        if missing:
+            raise ValueError(f"task {task.instance_id}: OpenHands needs the full SWE-bench row; missing {missing} "
+                             "(load tasks from the HF dataset, e.g. princeton-nlp/SWE-bench_Verified)")
+        files = None if candidates is None else candidates.get(task.instance_id, [])
+        row["problem_statement"] = hinted_problem_statement(task.problem_statement, files)
+        row["codegrep_candidates"] = files
+        rows.append({k: v for k, v in row.items() if k != "gold_files"})
+    return rows
+
+
+def write_openhands_run(tasks: Sequence[Task], candidates: dict[str, list[str]] | None,
+                        cfg: OpenHandsConfig, label: str) -> OpenHandsRun:
+    """Lay out one run under ``cfg.run_dir/<label>``: dataset, config.toml, run.sh."""
+    run_dir = Path(cfg.run_dir).resolve() / label
+    (run_dir / "dataset").mkdir(parents=True, exist_ok=True)
+    dataset_file = run_dir / "dataset" / "test.jsonl"  # load_dataset(dir, split="test") finds it by name
+    dataset_file.write_text("".join(json.dumps(r) + "\n" for r in dataset_rows(tasks, candidates)))
+    config_file = run_dir / "config.toml"
+    config_file.write_text(config_toml(cfg))
+    output_dir = run_dir / "infer"
+    infer = ["poetry", "run", "python", RUN_INFER, "--agent-cls", cfg.agent_cls, "--llm-config",
+             f"llm.{cfg.llm_group}", "--max-iterations", str(cfg.max_iterations), "--eval-num-workers",
+             str(cfg.num_workers), "--dataset", str(dataset_file.parent), "--split", "test",
+             "--eval-note", f"codegrep-{label}", "--eval-output-dir", str(output_dir), "--config-file", str(config_file)]
+    evaluate = ["python", "-m", "swebench.harness.run_evaluation", "--dataset_name", cfg.dataset_name,
+                "--predictions_path", str(run_dir / "predictions.jsonl"), "--run_id", f"codegrep-{label}",
+                "--max_workers", str(cfg.num_workers), "--report_dir", str(run_dir)]
+    script = run_dir / "run.sh"
+    oh_dir = shlex.quote(cfg.openhands_dir) if cfg.openhands_dir else '"${OPENHANDS_DIR:?set OPENHANDS_DIR}"'
+    script.write_text("#!/usr/bin/env bash\n# Generated by codegrep.downstream.openhands: needs Docker + an LLM endpoint.\n"
+                      f"set -euo pipefail\nexport LLM_API_KEY=\"${{{cfg.api_key_env}:-EMPTY}}\"\n"
+                      f"cd {oh_dir}\n{shlex.join(infer)}\n"
+                      f"cd {shlex.quote(str(run_dir))}\n"
+                      f"python -m codegrep.downstream.openhands predictions {shlex.quote(str(output_dir))} "
+                      f"> predictions.jsonl\n{shlex.join(evaluate)}\n")
+    script.chmod(0o755)
+    return OpenHandsRun(run_dir, dataset_file, config_file, script, infer, evaluate, output_dir)
+
+
+def _llm_response_ids(history: Iterable[dict[str, Any]]) -> list[str]:
+    """Ids of the LLM responses behind the agent's actions, in order (one per agent round)."""
+    ids: dict[str, None] = {}
+    for i, ev in enumerate(history):
+        if ev.get("source") != "agent" or "action" not in ev or ev.get("action") in ("system", "recall"):
+            continue
+        meta = ev.get("tool_call_metadata") or {}
+        rid = (meta.get("model_response") or {}).get("id") or f"event-{ev.get('id', i)}"
+        ids.setdefault(str(rid), None)
+    return list(ids)
+
+
+def _token_usage(row: dict[str, Any]) -> tuple[int, int, bool]:
+    metrics = row.get("metrics") or {}
+    acc = metrics.get("accumulated_token_usage") or {}
+    if acc:
+        return int(acc.get("prompt_tokens") or 0), int(acc.get("completion_tokens") or 0), True
+    usages = metrics.get("token_usages") or []
+    if usages:
+        return (sum(int(u.get("prompt_tokens") or 0) for u in usages),
+                sum(int(u.get("completion_tokens") or 0) for u in usages), True)
+    return 0, 0, False
+
+
+def _seconds(history: Sequence[dict[str, Any]]) -> float:
+    stamps = [ev["timestamp"] for ev in history if isinstance(ev.get("timestamp"), str)]
+    try:
+        return (datetime.fromisoformat(stamps[-1]) - datetime.fromisoformat(stamps[0])).total_seconds()
+    except (IndexError, ValueError):
+        return 0.0
+
+
+def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = None,
+                           source: str = "") -> DownstreamResult:
+    """A ``DownstreamResult`` from one ``output.jsonl`` row (``EvalOutput``: history, metrics, test_result)."""
+    from codegrep.mining.formats import openhands as parser
+
+    history = [ev for ev in row.get("history") or [] if isinstance(ev, dict)]
+    parsed = parser.parse(row, source=source)
+    prompt, completion, known = _token_usage(row)
+    iid = parsed.instance_id
+    resolved = resolved_from_report(report, iid) if report else None
+    if resolved is None and isinstance((row.get("report") or {}).get("resolved"), bool):
+        resolved = row["report"]["resolved"]  # rows rewritten by OpenHands' eval_infer carry the harness verdict
+    instance = row.get("instance") or {}
+    hint = instance.get("codegrep_candidates")
+    viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
+    return DownstreamResult(instance_id=iid, agent="openhands", resolved=resolved,
+                            rounds=len(_llm_response_ids(history)), prompt_tokens=prompt,
+                            completion_tokens=completion, seconds=_seconds(history), trajectory=source or None,
+                            candidate_files=hint, repo=str(instance.get("repo") or ""),
+                            extra={"tokens_known": known, "error": row.get("error"), "actions": parsed.n_steps,
+                                   "viewed_files": viewed, "patch": (row.get("test_result") or {}).get("git_patch")})
+
+
+def read_output(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of an OpenHands ``output.jsonl`` (raises naming the file and line)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"OpenHands output not found: {p}")
+    rows = []
+    for n, line in enumerate(p.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{p}:{n}: not JSON ({exc})") from exc
+    return rows
+
+
+def results_from_output(path: str | Path, report: dict[str, Any] | None = None) -> list[DownstreamResult]:
+    """Every row of ``output.jsonl`` as a ``DownstreamResult``."""
+    return [result_from_output_row(r, report, f"{path}:{i}") for i, r in enumerate(read_output(path), start=1)]
+
+
+def predictions(rows: Iterable[dict[str, Any]], model_name: str = "OpenHands") -> list[dict[str, Any]]:
+    """swebench predictions (``instance_id``, ``model_name_or_path``, ``model_patch``) from output rows.
+
+    >>> predictions([{"instance_id": "a__b-1", "test_result": {"git_patch": "diff"}}])
+    [{'instance_id': 'a__b-1', 'model_name_or_path': 'OpenHands', 'model_patch': 'diff'}]
+    """
+    return [{"instance_id": r["instance_id"], "model_name_or_path": model_name,
+             "model_patch": (r.get("test_result") or {}).get("git_patch") or ""} for r in rows]
+
+
+class OpenHandsAgent:
+    """Lays out and runs one OpenHands instance per call; implements ``DownstreamAgent``."""
+
+    name = "openhands"
+
+    def __init__(self, config: OpenHandsConfig | None = None):
+        self.config = config or OpenHandsConfig()
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any], endpoint: str | None = None) -> "OpenHandsAgent":
+        values = dict(section.get("openhands") or {})
+        unknown = set(values) - set(OpenHandsConfig.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"downstream.openhands: unknown key(s) {sorted(unknown)}")
+        if endpoint:
+            values["base_url"] = endpoint
+        return cls(OpenHandsConfig(**values))
+
+    def run(self, task: Task, candidate_files: Sequence[str] | None) -> DownstreamResult:
+        cfg = self.config
+        if not cfg.openhands_dir or not (Path(cfg.openhands_dir) / RUN_INFER).is_file():
+            raise RuntimeError("downstream.openhands.openhands_dir must point at an OpenHands 0.x checkout "
+                               f"containing {RUN_INFER} (got {cfg.openhands_dir!r})")
+        if shutil.which("docker") is None:
+            raise RuntimeError("OpenHands' SWE-bench runtime needs Docker, which is not installed here")
+        label = f"{task.instance_id}-{'hint' if candidate_files is not None else 'base'}"
+        hints = None if candidate_files is None else {task.instance_id: list(candidate_files)}
+        run = write_openhands_run([task], hints, cfg, label)
+        subprocess.run(["bash", str(run.script)], check=True, env=os.environ.copy())
+        outputs = sorted(run.output_dir.rglob("output.jsonl"))
+        if not outputs:
+            raise RuntimeError(f"OpenHands wrote no output.jsonl under {run.output_dir}")
+        reports = sorted(run.run_dir.glob(f"*.codegrep-{label}.json"))
+        report = load_report(cfg.report or reports[-1]) if (cfg.report or reports) else None
+        return results_from_output(outputs[-1], report)[0]
+
+
+if __name__ == "__main__":  # ``python -m codegrep.downstream.openhands predictions OUT_DIR`` (used by run.sh)
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "predictions":
+        sys.exit("usage: python -m codegrep.downstream.openhands predictions OPENHANDS_OUTPUT_DIR")
+    for out in sorted(Path(sys.argv[2]).rglob("output.jsonl")):
+        for pred in predictions(read_output(out)):
+            print(json.dumps(pred))

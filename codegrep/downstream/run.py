@@ -1,0 +1,142 @@
+"""Run a downstream agent over tasks, summarise, and compare with / without retrieval.
+
+Paired statistics: resolve rate with McNemar's exact test (discordant pairs, ``scipy.stats.binomtest``),
+rounds and tokens as relative changes of the mean with paired bootstrap intervals
+(``codegrep.metrics.paired_bootstrap_diff``); tokens are compared on instances resolved in both runs,
+as the paper does ("tokens on resolved instances").
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from codegrep.downstream.agents import DownstreamResult
+from codegrep.metrics import bootstrap_ci, dedupe, paired_bootstrap_diff
+
+
+def load_candidates(path: str | Path) -> dict[str, list[str]]:
+    """instance_id -> ranked files, from a retriever results JSONL (``codegrep evaluate`` rows)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"candidates file not found: {p}")
+    out = {}
+    for n, line in enumerate(p.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}:{n}: not JSON ({exc})") from exc
+        if "instance_id" not in row or not isinstance(row.get("files"), list):
+            raise ValueError(f"{p}:{n}: a candidates row needs 'instance_id' and a 'files' list")
+        out[row["instance_id"]] = dedupe(row["files"])
+    return out
+
+
+def run_downstream(tasks: Sequence[Any], agent: Any, candidates: dict[str, list[str]] | None,
+                   out_path: str | Path | None = None, progress: bool = True) -> list[DownstreamResult]:
+    """Run ``agent`` on every task it can run (the replay model: tasks with a recorded rollout).
+
+    With ``candidates``, a task absent from it gets an empty list (retrieval ran, found nothing).
+    Rows are appended to ``out_path`` as JSONL.
+    """
+    from tqdm.auto import tqdm
+
+    runnable = [t for t in tasks if not hasattr(agent, "has") or agent.has(t.instance_id)]
+    if not runnable:
+        raise ValueError(f"agent {agent.name!r} can run none of the {len(tasks)} tasks "
+                         "(the replay model needs instances with recorded trajectories)")
+    results = []
+    fh = None
+    if out_path:
+        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+        fh = Path(out_path).open("w")
+    try:
+        for task in tqdm(runnable, desc=f"downstream {agent.name}", disable=not progress):
+            files = None if candidates is None else candidates.get(task.instance_id, [])
+            res = agent.run(task, files)
+            res.repo = res.repo or getattr(task, "repo", "")
+            results.append(res)
+            if fh:
+                fh.write(json.dumps(res.to_row()) + "\n")
+                fh.flush()
+    finally:
+        if fh:
+            fh.close()
+    return results
+
+
+def read_results(path: str | Path) -> list[DownstreamResult]:
+    """Results written by ``run_downstream``."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"downstream results not found: {p}")
+    return [DownstreamResult.from_row(json.loads(x)) for x in p.read_text().splitlines() if x.strip()]
+
+
+def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
+    """Resolve rate (over evaluated instances), mean rounds, mean tokens (all and resolved)."""
+    judged = [r for r in results if r.resolved is not None]
+    resolved = [r for r in judged if r.resolved]
+    mean = lambda xs: float(np.mean(xs)) if len(xs) else float("nan")  # noqa: E731
+    return {"agent": results[0].agent if results else None, "n": len(results), "n_judged": len(judged),
+            "resolve_rate": mean([float(r.resolved) for r in judged]), "mean_rounds": mean([r.rounds for r in results]),
+            "mean_tokens": mean([r.tokens for r in results]),
+            "mean_tokens_resolved": mean([r.tokens for r in resolved]),
+            "with_retrieval": bool(results) and results[0].candidate_files is not None}
+
+
+def mcnemar(base: Sequence[bool], hinted: Sequence[bool]) -> dict[str, float]:
+    """McNemar's exact test on paired binary outcomes.
+
+    >>> mcnemar([True, False, False, False], [True, True, True, False])
+    {'b_only': 0, 'h_only': 2, 'p_value': 0.5}
+    """
+    from scipy.stats import binomtest
+
+    b = int(sum(x and not y for x, y in zip(base, hinted)))
+    h = int(sum(y and not x for x, y in zip(base, hinted)))
+    p = binomtest(b, b + h, 0.5).pvalue if b + h else 1.0
+    return {"b_only": b, "h_only": h, "p_value": float(p)}
+
+
+def relative_change(a: Sequence[float], b: Sequence[float], n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
+    """mean(b)/mean(a) - 1 over pairs, with a paired bootstrap interval.
+
+    >>> round(relative_change([10, 10], [8, 8])["change"], 6)
+    -0.2
+    """
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.size == 0:
+        return {"change": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, a.size, size=(n_boot, a.size))
+    boots = b[idx].mean(axis=1) / a[idx].mean(axis=1) - 1
+    lo, hi = np.quantile(boots, [0.025, 0.975])
+    return {"change": float(b.mean() / a.mean() - 1), "low": float(lo), "high": float(hi), "n": int(a.size)}
+
+
+def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[DownstreamResult],
+                   seed: int = 0) -> dict[str, Any]:
+    """Paired comparison on the instances both runs share."""
+    by_id = {r.instance_id: r for r in base}
+    pairs = [(by_id[h.instance_id], h) for h in hinted if h.instance_id in by_id]
+    judged = [(a, b) for a, b in pairs if a.resolved is not None and b.resolved is not None]
+    ra, rb = [bool(a.resolved) for a, _ in judged], [bool(b.resolved) for _, b in judged]
+    diff = paired_bootstrap_diff([float(x) for x in ra], [float(x) for x in rb], seed=seed) if judged else (np.nan,) * 3
+    both = [(a, b) for a, b in judged if a.resolved and b.resolved]
+    return {"n_pairs": len(pairs), "n_judged": len(judged),
+            "resolve_base": float(np.mean(ra)) if ra else float("nan"),
+            "resolve_hint": float(np.mean(rb)) if rb else float("nan"),
+            "resolve_diff": diff[0], "resolve_diff_low": diff[1], "resolve_diff_high": diff[2],
+            "mcnemar": mcnemar(ra, rb),
+            "rounds": relative_change([a.rounds for a, _ in pairs], [b.rounds for _, b in pairs], seed=seed),
+            "tokens_resolved": relative_change([a.tokens for a, _ in both], [b.tokens for _, b in both], seed=seed)}
+
+
+def resolve_rate_ci(results: Sequence[DownstreamResult], seed: int = 0) -> tuple[float, float, float]:
+    """Resolve rate with a bootstrap interval."""
+    return bootstrap_ci([float(r.resolved) for r in results if r.resolved is not None], seed=seed)

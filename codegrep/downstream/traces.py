@@ -1,0 +1,155 @@
+"""Recorded mini-swe-agent rollouts -> replay ``Trace``s (per-step measured tokens, views, observations).
+
+Commands are parsed into file events by the CATM shell parser (``codegrep.mining.shell``); token
+usage comes from each model call's recorded ``usage``. Gold files come, in this order, from a task
+file naming the instance (its reference patch), from the CATM record's patch files, or, for a
+resolved rollout only, from the files its own accepted patch touches.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from codegrep.data.tasks import patch_files
+from codegrep.downstream.agents import resolved_from_report
+from codegrep.downstream.replay import Trace, observed_paths, steps_from_usage
+from codegrep.metrics import dedupe
+
+_SEARCH_KINDS = ("search", "find", "list")
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SHARED_TRAJECTORIES = SHARED_DATA / "trajectories" / "mini-swe-agent"
+SHARED_VERIFIED = SHARED_DATA / "swebench_verified.jsonl"
+
+
+def _commands(message: dict[str, Any]) -> list[str]:
+    """Shell commands of one assistant message (``bash`` fences of 1.x, tool calls of 2.x)."""
+    from codegrep.mining.formats.base import content_text
+    from codegrep.mining.formats.minisweagent import _ACTION
+
+    calls = message.get("tool_calls") or []
+    if calls:
+        out = []
+        for call in calls:
+            args = (call.get("function") or {}).get("arguments") or "{}"
+            try:
+                out.append(str((json.loads(args) if isinstance(args, str) else args).get("command", "")))
+            except (ValueError, AttributeError):
+                continue
+        return out
+    blocks = _ACTION.findall(content_text(message.get("content")))
+    return blocks if len(blocks) == 1 else []  # mini-swe-agent runs nothing on a format error
+
+
+def _step_views(commands: Sequence[str], step: int) -> tuple[tuple[str, ...], bool, bool, set[str]]:
+    from codegrep.mining.events import in_repo
+    from codegrep.mining.shell import parse_shell
+
+    events = [e for c in commands for e in parse_shell(c, step, "/testbed")]
+    views = tuple(dict.fromkeys(e.path for e in events if e.kind == "view" and in_repo(e.path)))
+    created = {e.path for e in events if e.kind == "create" and e.path}
+    acted = any(e.kind in ("run", "edit", "create", "delete") for e in events)
+    return views, any(e.kind in _SEARCH_KINDS for e in events), acted, created
+
+
+def trace_from_minisweagent(traj: dict[str, Any], gold: Sequence[str], resolved: bool, repo: str = "") -> Trace:
+    """A ``Trace`` from a mini-swe-agent ``.traj.json`` (raises when no call recorded its usage)."""
+    messages = traj.get("messages") or []
+    usage, views, searched, acted, paths, created = [], [], [], [], [], set()
+    for i, m in enumerate(messages):
+        u = ((m.get("extra") or {}).get("response") or {}).get("usage") if m.get("role") == "assistant" else None
+        if not u:
+            continue
+        v, s, a, made = _step_views(_commands(m), len(usage))
+        created |= made
+        acted.append(a)
+        usage.append((int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)))
+        views.append(v)
+        searched.append(s)
+        nxt = messages[i + 1] if i + 1 < len(messages) else {}
+        if nxt.get("role") in ("user", "tool"):  # listings, grep hits and tracebacks name real repo files
+            paths += observed_paths(str(nxt.get("content") or ""))
+    iid = str(traj.get("instance_id") or "")
+    if not usage:
+        raise ValueError(f"trajectory {iid}: no model call recorded token usage")
+    first_chars = sum(len(str(m.get("content") or "")) for m in messages[:2])
+    return Trace(instance_id=iid, repo=repo or repo_of(iid), resolved=bool(resolved), gold=dedupe(gold),
+                 steps=steps_from_usage(usage, views, searched, acted), observed_paths=paths, created=sorted(created),
+                 chars_per_token=first_chars / usage[0][0] if usage[0][0] else None)
+
+
+def repo_of(instance_id: str) -> str:
+    """``django__django-11433`` -> ``django/django``.
+
+    >>> repo_of("scikit-learn__scikit-learn-13124")
+    'scikit-learn/scikit-learn'
+    """
+    owner, _, rest = instance_id.partition("__")
+    return f"{owner}/{rest.rsplit('-', 1)[0]}" if rest else ""
+
+
+def _source_dir(src: str) -> Path:
+    from codegrep.mining.inputs import embedded_dir
+
+    return {"embedded": embedded_dir() / "mini-swe-agent", "shared": SHARED_TRAJECTORIES}.get(src, Path(src).expanduser())
+
+
+def trajectory_files(sources: Iterable[str]) -> list[Path]:
+    """mini-swe-agent ``*.traj.json[.gz]`` files of the sources (``embedded``, ``shared``, dirs, files);
+    missing sources are skipped, and a trajectory present in two sources counts once."""
+    files: list[Path] = []
+    for src in sources:
+        root = _source_dir(str(src))
+        if root.is_file():
+            files.append(root)
+        elif root.is_dir():
+            files += sorted(p for p in root.rglob("*") if p.name.endswith((".traj.json", ".traj.json.gz")))
+    return list({p.name.removesuffix(".gz"): p for p in files}.values())
+
+
+def gold_index(task_files: Iterable[str]) -> dict[str, list[str]]:
+    """instance_id -> files of the reference patch, from task JSONL files that exist (``embedded``: the
+    tasks shipped beside the embedded trajectories; ``shared``: SWE-bench Verified in ``../shared``)."""
+    from codegrep.mining.inputs import embedded_dir, open_text
+
+    named = {"embedded": embedded_dir() / "swebench_verified.tasks.jsonl", "shared": SHARED_VERIFIED}
+    out: dict[str, list[str]] = {}
+    for f in task_files:
+        p = Path(named.get(str(f), f)).expanduser()
+        p = p if p.is_file() else Path(f"{p}.gz")
+        if not p.is_file():
+            continue
+        with open_text(p) as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    out[row["instance_id"]] = row.get("gold_files") or patch_files(row.get("patch", ""))
+    return out
+
+
+def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
+    """Traces for every configured trajectory with a known verdict and known gold files."""
+    from codegrep.mining.inputs import open_text, report_beside
+
+    gold = gold_index(replay_cfg.get("gold_tasks") or ["embedded"])
+    traces, skipped = [], []
+    for path in trajectory_files(replay_cfg.get("trajectories") or ["embedded"]):
+        with open_text(path) as fh:
+            traj = json.load(fh)
+        iid = str(traj.get("instance_id") or path.name.split(".traj")[0])
+        traj["instance_id"] = iid
+        report = report_beside(str(path))
+        resolved = resolved_from_report(report, iid) if report else None
+        files = gold.get(iid) or (patch_files((traj.get("info") or {}).get("submission", "")) if resolved else [])
+        if resolved is None or not files:
+            skipped.append(iid)
+            continue
+        traces.append(trace_from_minisweagent(traj, files, resolved))
+    if skipped:
+        print(f"replay: skipped {len(skipped)} trajectories without a verdict or gold files: {skipped}",
+              file=sys.stderr)
+    if not traces:
+        raise FileNotFoundError(f"replay: no usable trajectory in {replay_cfg.get('trajectories') or ['embedded']}")
+    return traces
