@@ -1,0 +1,73 @@
+"""``codegrep export RUN``: the trained policy as a plain Hugging Face model directory with a model card."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from codegrep.rl.trainer import read_metrics
+
+CARD = """---
+library_name: transformers
+base_model: {base}
+tags: [codegrep, grpo, trl, code-retrieval, tool-calling]
+---
+# CodeGrep retrieval policy: `{name}`
+
+A file-localisation agent trained with GRPO (TRL {trl}) to issue rounds of parallel `grep`/`glob`/`read`
+tool calls over a repository and `submit` a ranked list of files (protocol: `codegrep.agent.protocol`).
+
+## Training
+- Base model: `{base}`; initial policy: `{initial}`.
+- Warm start: {warm}.
+- Data: {n_tasks} train-split tasks of profile `{profile}` (the offline default set when `tasks.source: default`:
+  docstring-localisation tasks built from installed pure-Python packages).
+- Efficiency signal: layer `{layer}`, λ = {lam}, cost mix (rounds, calls, tokens) = {weights}.
+- Reward: F-beta (β = {fbeta}) of submitted vs target files + {fw} × format term.
+- GRPO: {steps} steps, group size {G}, β_KL = {beta}, lr = {lr}.
+
+## Metrics (last logged step{note})
+{metrics}
+
+Full per-step metrics: `metrics.jsonl`; full configuration: `training_config.json`.
+"""
+
+
+def _card_metrics(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    if not rows:
+        return "(no steps logged)", ""
+    last = rows[-1]
+    keys = ("reward_mean", "f_beta", "precision", "recall", "format", "rounds", "tool_calls", "tokens", "kl")
+    lines = [f"| {k} | {last[k]:.4g} |" for k in keys if isinstance(last.get(k), (int, float))]
+    return "| metric | value |\n|---|---|\n" + "\n".join(lines), f" = {last['step']}"
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Copy ``RUN/final`` to ``out_dir`` (default ``RUN/export``) and write README.md (model card) beside it."""
+    run_dir = Path(run_dir)
+    final = run_dir / "final"
+    if not (final / "config.json").is_file():
+        raise FileNotFoundError(f"{final} has no trained model: finish `codegrep train` for this run first "
+                                "(or set save_final_model: true)")
+    out = Path(out_dir) if out_dir else run_dir / "export"
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(final, out, ignore=shutil.ignore_patterns("training_args.bin"))
+    config = json.loads((run_dir / "config.json").read_text())
+    versions = json.loads((run_dir / "versions.json").read_text())
+    cg, grpo = config["codegrep"], config["grpo"]
+    rows = read_metrics(run_dir)
+    table, note = _card_metrics(rows)
+    warm = ("supervised fine-tuning (TRL SFTTrainer, assistant tokens only) on " + ", ".join(cg["sft_sources"]) +
+            " demonstrations (synthetic = oracle-guided scripted episodes, not model outputs)") \
+        if cg["warm_start"] else "none"
+    (out / "README.md").write_text(CARD.format(
+        base=cg["model"], name=run_dir.name, trl=versions.get("trl"), initial=config["initial_policy"], warm=warm,
+        n_tasks=config["n_train_tasks"], profile=cg["profile"], layer=cg["efficiency_layer"],
+        lam=cg["efficiency_lambda"], weights=cg["efficiency_weights"], fbeta=cg["fbeta"], fw=cg["format_weight"],
+        steps=len(rows), G=grpo["num_generations"], beta=grpo["beta"], lr=grpo["learning_rate"], metrics=table,
+        note=note))
+    (out / "training_config.json").write_text(json.dumps(config, indent=1))
+    shutil.copy(run_dir / "metrics.jsonl", out / "metrics.jsonl")
+    return out

@@ -1,0 +1,149 @@
+"""Supervised warm start (TRL ``SFTTrainer``, assistant tokens only) on demonstrations.
+
+Two sources, both in the agent's tool-call format (chat ``messages``):
+
+* ``catm``: demonstrations mined from real coding-agent trajectories (``codegrep.mining.catm``).
+* ``synthetic``: oracle-guided scripted episodes on the default set's TRAIN split. Not learned and
+  not a model's output: turn 1 greps identifiers taken from the issue text (real ripgrep over the real
+  checkout, preferring patterns whose hits include a target file), turn 2 submits the target files.
+  They teach the format and the grep-then-submit pattern; they are labelled synthetic wherever used.
+
+The untrained 135M model never emits a tool call, so without a warm start every GRPO reward is 0.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from codegrep.agent.protocol import AgentConfig, build_messages, format_observation, turn_note
+from codegrep.data.tasks import Task
+from codegrep.env.tools import ToolCall
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_STOP = set("""this that with from into when then than there their which while where what will would should could
+have been being also only each every other such some more most these those them they your about after before
+above below under over between value values return returns given using used uses code file files function method
+class object none true false default described removed source docstring find below""".split())
+
+
+def issue_identifiers(text: str, limit: int = 8) -> list[str]:
+    """Candidate grep patterns from an issue: code-like words first (snake_case, CamelCase), then long words.
+
+    >>> issue_identifiers("The parse_known_args helper of ArgumentParser returns the remaining flags")
+    ['parse_known_args', 'ArgumentParser', 'remaining', 'helper', 'flags']
+    """
+    seen: dict[str, None] = {}
+    for w in _WORD.findall(text):
+        if w.lower() not in _STOP:
+            seen.setdefault(w, None)
+
+    def rank(w: str) -> tuple[int, int]:
+        code_like = "_" in w or (any(c.isupper() for c in w[1:]) and not w.isupper())
+        return (0 if code_like else 1, -len(w))
+
+    return sorted(seen, key=rank)[:limit]
+
+
+def tool_call_text(calls: Sequence[ToolCall]) -> str:
+    """Assistant text for a turn: one ``<tool_call>`` per line.
+
+    >>> tool_call_text([ToolCall("submit", {"files": ["a.py"]})])
+    '<tool_call>{"name": "submit", "arguments": {"files": ["a.py"]}}</tool_call>'
+    """
+    return "\n".join(f"<tool_call>{json.dumps({'name': c.name, 'arguments': c.arguments})}</tool_call>"
+                     for c in calls)
+
+
+def scripted_episode(task: Task, env: Any, agent: AgentConfig, n_patterns: int = 2) -> list[dict[str, str]]:
+    """One oracle-guided demonstration: grep issue identifiers (real results), then submit the targets."""
+    candidates = [ToolCall("grep", {"pattern": re.escape(w), "include": "*.py"})
+                  for w in issue_identifiers(task.problem_statement)] or [ToolCall("glob", {"pattern": "**/*.py"})]
+    results = env.run_turn(candidates)
+    gold = set(task.gold_files)
+
+    def usefulness(k: int) -> tuple[int, int]:  # hits a target first, then fewest lines (most specific)
+        out = results[k].output if results[k].ok else ""
+        return (0 if any(g in out for g in gold) else 1, len(out.splitlines()) or 10**6)
+
+    chosen = sorted(sorted(range(len(candidates)), key=usefulness)[:n_patterns])
+    calls, answers = [candidates[k] for k in chosen], [results[k] for k in chosen]
+    messages = build_messages(task.problem_statement, agent)
+    observation = format_observation(answers, calls, max_tokens=agent.max_observation_tokens,
+                                     note=turn_note(2, agent.max_turns))
+    return messages + [{"role": "assistant", "content": tool_call_text(calls)},
+                       {"role": "user", "content": observation},
+                       {"role": "assistant", "content": tool_call_text(
+                           [ToolCall("submit", {"files": list(task.gold_files)})])}]
+
+
+def synthetic_demonstrations(tasks: Sequence[Task], resolver: Any, pool: Any, agent: AgentConfig,
+                             env_mode: str = "worktree", tool_config: Any = None) -> list[list[dict[str, str]]]:
+    """One scripted episode per task (see the module docstring), in the tasks' order."""
+    from tqdm.auto import tqdm
+
+    from codegrep.env.tools import open_environment
+
+    demos = []
+    for task in tqdm(tasks, desc="synthetic demonstrations", unit="task"):
+        with open_environment(task, resolver, pool, env_mode, tool_config) as env:
+            demos.append(scripted_episode(task, env, agent))
+    return demos
+
+
+def catm_demonstrations(cfg: dict[str, Any], artifacts: Path) -> list[list[dict[str, str]]]:
+    """Demonstrations mined by CATM for the profile (``codegrep.mining.catm.mine_profile``)."""
+    from codegrep.artifacts import Outputs
+    from codegrep.mining.catm import mine_profile
+
+    result = mine_profile(cfg, Outputs(artifacts, artifacts / "figures"))
+    path = Path(result.demonstrations_path)
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r["messages"] if isinstance(r, dict) else r for r in rows]
+
+
+def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -> str:
+    """Cache key of a warm start: its demonstrations and settings.
+
+    >>> demo = [[{"role": "user", "content": "x"}]]
+    >>> demos_key(demo, {"lr": 1}) == demos_key(demo, {"lr": 1}) != demos_key(demo, {"lr": 2})
+    True
+    """
+    blob = json.dumps([list(demos), settings], sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], out_dir: Path, *, epochs: float,
+               learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
+               max_length: int = 2048) -> Path:
+    """Fine-tune on assistant tokens only and save to ``out_dir`` (reused when already there)."""
+    if (out_dir / "config.json").is_file():
+        return out_dir
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+    from trl.chat_template_utils import get_training_chat_template
+
+    if not demos:
+        raise ValueError("warm start requested but there are no demonstrations (check train.sft_sources)")
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    template = tokenizer.chat_template
+    tokenizer.chat_template = get_training_chat_template(tokenizer)  # adds {% generation %} markers
+    config = SFTConfig(output_dir=str(out_dir) + ".work", assistant_only_loss=True, num_train_epochs=epochs,
+                       learning_rate=learning_rate, per_device_train_batch_size=batch_size, seed=seed,
+                       use_cpu=use_cpu, bf16=bf16, report_to="none", save_strategy="no", logging_steps=1,
+                       max_length=max_length, gradient_checkpointing=False, lr_scheduler_type="constant")
+    model = AutoModelForCausalLM.from_pretrained(model_path)
+    trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
+                         train_dataset=Dataset.from_list([{"messages": m} for m in demos]))
+    result = trainer.train()
+    tokenizer.chat_template = template
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    trainer.save_model(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    (tmp / "warm_start.json").write_text(json.dumps({"n_demos": len(demos), "train_loss": result.training_loss,
+                                                     "log_history": trainer.state.log_history}, indent=1))
+    tmp.rename(out_dir)
+    return out_dir
