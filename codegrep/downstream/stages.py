@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,31 @@ def retriever_results(cfg: dict[str, Any], out: Any) -> tuple[dict[str, pd.DataF
         results[name] = df
         summary.append({"retriever": name, "precision": s.get("precision"), "recall": s.get("recall"),
                         "mean_files": s.get("mean_files"), "n": s.get("n"), "error": None})
+    trained = _trained_agent(cfg, out)
+    if trained is not None and "agent" not in results:
+        results["agent"], s = trained
+        summary.append({"retriever": "agent", "precision": s["precision"], "recall": s["recall"],
+                        "mean_files": s["mean_files"], "n": s["n"], "error": None})
     return results, pd.DataFrame(summary)
+
+
+def _trained_agent(cfg: dict[str, Any], out: Any) -> tuple[pd.DataFrame, dict[str, float]] | None:
+    """The GRPO-trained CodeGrep policy's held-out harness rows (notebook 03), as retriever ``agent``.
+
+    Evaluating the agent costs model time, so it is not rerun here: notebook 03 evaluates the policy it
+    trained, and this picks those rows up when they exist (None otherwise, e.g. 05 run alone)."""
+    from codegrep.retrievers.evaluate import macro_metrics, read_rows
+    from codegrep.rl.ablation import trained_policy_rows
+
+    try:
+        path = trained_policy_rows(cfg, Path(getattr(out, "artifacts", out)))
+    except Exception as exc:  # noqa: BLE001 - e.g. a paper profile whose GRPO config cannot parse on CPU
+        print(f"downstream: trained agent rows not located: {exc}", file=sys.stderr)
+        return None
+    if path is None:
+        return None
+    rows = list(read_rows(path).values())
+    return pd.DataFrame(rows), macro_metrics(rows)
 
 
 def _threshold_cfg(cfg: dict[str, Any]) -> dict[str, Any]:

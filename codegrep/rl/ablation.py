@@ -21,15 +21,26 @@ def _runs_dir(artifacts: str | Path | None, cg: Any) -> Path:
     return Path(artifacts) / "train" if artifacts is not None else Path(cg.out)
 
 
+def main_run_dir(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
+    """Where the profile's main training run lives, whether or not it has been trained."""
+    cg, grpo = parse_train_args(train_config_path(cfg["_source"]))
+    return _runs_dir(artifacts, cg) / cg.run_name(grpo.seed)
+
+
 def main_run(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
     """The profile's main training run (its train YAML as is), trained once and reused."""
-    config = train_config_path(cfg["_source"])
-    cg, grpo = parse_train_args(config)
-    runs = _runs_dir(artifacts, cg)
-    run_dir = runs / cg.run_name(grpo.seed)
+    run_dir = main_run_dir(cfg, artifacts)
     if not (run_dir / "done.json").is_file():  # tasks/env come from the notebook's profile, not the YAML's
-        run_dir = train(config, {"out": str(runs), "profile": cfg["_source"], "name": run_dir.name})
+        run_dir = train(train_config_path(cfg["_source"]),
+                        {"out": str(run_dir.parent), "profile": cfg["_source"], "name": run_dir.name})
     return run_dir
+
+
+def trained_policy_rows(cfg: dict[str, Any], artifacts: str | Path) -> Path | None:
+    """The evaluation-harness rows of the main run's GRPO policy on the eval split, as notebook 03 wrote
+    them (``policy_evaluation``); None when that has not run. Never trains."""
+    path = Path(artifacts) / "train" / "eval" / main_run_dir(cfg, artifacts).name / "GRPO.jsonl"
+    return path if path.is_file() else None
 
 
 def metrics_frame(run_dir: str | Path) -> pd.DataFrame:
