@@ -36,40 +36,57 @@ class Claim:
     """Key in that notebook's headline numbers."""
     fmt: str = "{:.3f}"
     """How to print both values."""
+    source: str | None = None
+    """What produced the value when it differs from the notebook's headline source (e.g. the harness
+    numbers inside a notebook whose other numbers come from the replay model)."""
+    note: str = ""
+    """What this run's value stands on (data, model size), so it is not read as the paper's setting."""
 
 
+_HARNESS = "run (evaluation harness)"
+_EVAL = "default-set eval split"
 CLAIMS = (
-    Claim("CATM mining", "trajectories mined", "mining.n_trajectories", "01_mining", "trajectories", "{:,.0f}"),
-    Claim("CATM mining", "useful supervision records (resolved, with targets)", None, "01_mining", "useful_records", "{:,.0f}"),
-    Claim("CATM mining", "mined targets vs gold: precision", None, "01_mining", "gold_precision"),
-    Claim("CATM mining", "mined targets vs gold: recall", None, "01_mining", "gold_recall"),
+    Claim("CATM mining", "trajectories mined", "mining.n_trajectories", "01_mining", "trajectories", "{:,.0f}",
+          note="real trajectories shipped in the package (ci/smoke); paper profile: the hub datasets"),
+    Claim("CATM mining", "useful supervision records (resolved, with targets)", None, "01_mining",
+          "useful_records", "{:,.0f}"),
+    Claim("CATM mining", "mined targets vs gold: precision", None, "01_mining", "gold_precision",
+          note="resolved mini-swe-agent runs vs SWE-bench Verified gold files"),
+    Claim("CATM mining", "mined targets vs gold: recall", None, "01_mining", "gold_recall",
+          note="resolved mini-swe-agent runs vs SWE-bench Verified gold files"),
     Claim("Environment", "acquisition per rollout: clone-per-rollout / pooled worktree (x)", None,
-          "02_environment", "clone_vs_pool_acquisition_ratio", "{:.1f}"),
+          "02_environment", "clone_vs_pool_acquisition_ratio", "{:.1f}",
+          note="profile's bench repository; amortised over one group"),
     Claim("Environment", "tool call p50 latency (ms)", None, "02_environment", "tool_p50_ms", "{:.1f}"),
-    Claim("Environment", "leaked worktrees after the benchmark", None, "02_environment", "leaked_worktrees", "{:.0f}"),
-    Claim("Training", "held-out F0.5, untrained policy", None, "03_training", "heldout_f_untrained"),
-    Claim("Training", "held-out F0.5, after SFT warm start", None, "03_training", "heldout_f_warm_start"),
-    Claim("Training", "held-out F0.5, after GRPO", None, "03_training", "heldout_f_grpo"),
-    Claim("Training", "format-valid rate, untrained -> GRPO", None, "03_training", "format_valid_grpo"),
+    Claim("Environment", "leaked worktrees after the benchmark", None, "02_environment", "leaked_worktrees",
+          "{:.0f}"),
+    Claim("Training", "held-out F0.5, untrained policy", None, "03_training", "heldout_f_untrained",
+          note="profile's policy (ci/smoke: SmolLM2-135M on CPU), " + _EVAL),
+    Claim("Training", "held-out F0.5, after SFT warm start", None, "03_training", "heldout_f_warm_start",
+          note=_EVAL),
+    Claim("Training", "held-out F0.5, after GRPO", None, "03_training", "heldout_f_grpo", note=_EVAL),
+    Claim("Training", "format-valid rate after GRPO", None, "03_training", "format_valid_grpo", note=_EVAL),
     Claim("Ablation", "final KL, advantage layer / reward layer", "ablation.kl_ratio_advantage_over_reward",
-          "04_ablation", "kl_ratio_advantage_over_reward"),
-    Claim("Precision threshold", "CodeGrep (agent) precision", "precision.codegrep",
-          "05_precision_threshold", "precision_agent"),
-    Claim("Precision threshold", "BM25 precision", "precision.bm25", "05_precision_threshold", "precision_bm25"),
-    Claim("Precision threshold", "dense (paper: Jina) precision", "precision.jina",
-          "05_precision_threshold", "precision_dense"),
+          "04_ablation", "kl_ratio_advantage_over_reward",
+          note="mean over seeds; empty when the reward layer's final KL is 0"),
+    Claim("Precision threshold", "CodeGrep (agent) precision", "precision.codegrep", "05_precision_threshold",
+          "precision_agent", source=_HARNESS, note="the policy trained by 03_training, " + _EVAL),
+    Claim("Precision threshold", "BM25 precision", "precision.bm25", "05_precision_threshold", "precision_bm25",
+          source=_HARNESS, note=_EVAL),
+    Claim("Precision threshold", "dense (paper: Jina) precision", "precision.jina", "05_precision_threshold",
+          "precision_dense", source=_HARNESS, note=_EVAL),
     Claim("Precision threshold", "grep-heuristic precision", None, "05_precision_threshold",
-          "precision_grep_heuristic"),
+          "precision_grep_heuristic", source=_HARNESS, note=_EVAL),
     Claim("Precision threshold", "precision above which retrieval pays (tokens)", "precision.threshold",
-          "05_precision_threshold", "threshold"),
+          "05_precision_threshold", "threshold", note="replay cost model over real rollouts, controlled sweep"),
     Claim("Downstream", "resolve rate without retrieval", "downstream.resolve_without",
-          "06_downstream_eval", "resolve_without"),
+          "06_downstream_eval", "resolve_without", note="recorded verdicts of the replayed rollouts"),
     Claim("Downstream", "resolve rate with retrieval", "downstream.resolve_with",
-          "06_downstream_eval", "resolve_with"),
+          "06_downstream_eval", "resolve_with", note="replay model keeps recorded verdicts (stated parameter)"),
     Claim("Downstream", "rounds change with retrieval", "downstream.rounds_change",
-          "06_downstream_eval", "rounds_change", "{:+.1%}"),
+          "06_downstream_eval", "rounds_change", "{:+.1%}", note="replay cost model; paper: OpenHands"),
     Claim("Downstream", "tokens change on resolved instances", "downstream.tokens_resolved_change",
-          "06_downstream_eval", "tokens_resolved_change", "{:+.1%}"),
+          "06_downstream_eval", "tokens_resolved_change", "{:+.1%}", note="replay cost model; paper: OpenHands"),
 )
 
 
@@ -125,11 +142,11 @@ def claim_rows(artifacts: Path) -> list[dict[str, str]]:
     for c in CLAIMS:
         head = heads.get(c.notebook)
         value = (head or {}).get("numbers", {}).get(c.run_key)
-        source = (head or {}).get("source", "not run") if head else "not run"
+        source = c.source or (head or {}).get("source", "not run") if head else "not run"
         paper = PAPER_REFERENCE.get(c.paper_key) if c.paper_key else None
         rows.append({"section": c.section, "claim": c.claim, "paper (reference)": _fmt(c.fmt, paper),
                      "this run": _fmt(c.fmt, value), "source": source if value is not None else
-                     ("not recorded" if head else "not run"), "notebook": c.notebook})
+                     ("not recorded" if head else "not run"), "notebook": c.notebook, "note": c.note})
     return rows
 
 
@@ -142,12 +159,13 @@ def _markdown(rows: list[dict[str, str]], run: dict[str, Any]) -> str:
              "this run's value: `run` (measured), `model` (the replay cost model), `simulation`.", ""]
     secs = run.get("notebook_seconds") or {}
     for section in dict.fromkeys(r["section"] for r in rows):
-        lines += [f"## {section}", "", "| claim | paper (reference) | this run | source | notebook | wall time |",
-                  "|---|---|---|---|---|---|"]
+        lines += [f"## {section}", "",
+                  "| claim | paper (reference) | this run | source | note | notebook | wall time |",
+                  "|---|---|---|---|---|---|---|"]
         for r in (r for r in rows if r["section"] == section):
             wall = secs.get(r["notebook"])
             lines.append(f"| {r['claim']} | {r['paper (reference)']} | {r['this run']} | {r['source']} | "
-                         f"{r['notebook']} | {'—' if wall is None else f'{wall:.0f} s'} |")
+                         f"{r['note']} | {r['notebook']} | {'—' if wall is None else f'{wall:.0f} s'} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -176,7 +194,8 @@ def _html(md: str) -> str:
             if set("".join(cells)) <= set("-"):
                 continue
             tag = "th" if not in_table else "td"
-            out.append(("<table>" if not in_table else "") + "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
+            row = "".join(f"<{tag}>{c}</{tag}>" for c in cells)
+            out.append(("<table>" if not in_table else "") + f"<tr>{row}</tr>")
             in_table = True
             continue
         if in_table:
