@@ -118,6 +118,12 @@ def final_values(df: pd.DataFrame, column: str, last: int = 2) -> pd.DataFrame:
     return tail.groupby(["layer", "lam", "seed", "run"], as_index=False)[column].mean()
 
 
+def final_frame(df: pd.DataFrame, columns: tuple[str, ...] = ("kl", "rounds", "tokens"), last: int = 2) -> pd.DataFrame:
+    """Per run (layer, λ, seed): each column's final value as ``final_values`` defines it (the KL ratio too)."""
+    parts = [final_values(df, c, last).set_index(["layer", "lam", "seed", "run"])[c] for c in columns]
+    return pd.concat(parts, axis=1).reset_index()
+
+
 def ablation_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per (layer, λ): final KL, stability (std of the task reward across steps), final rounds/tokens/F-beta."""
     stab = df.groupby(["layer", "lam", "seed"])["task_reward"].std().rename("reward_std_across_steps")
