@@ -155,6 +155,19 @@ def load_report(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{p}: not JSON ({exc})") from exc
 
 
+def config_from_section(section: dict[str, Any], key: str, config_cls: type, endpoint_field: str,
+                        endpoint: str | None = None) -> Any:
+    """``downstream.<key>`` as ``config_cls``; unknown keys are an error naming them; ``endpoint`` (the
+    ``--endpoint`` flag) overrides ``endpoint_field``."""
+    values = dict(section.get(key) or {})
+    unknown = set(values) - set(config_cls.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"downstream.{key}: unknown key(s) {sorted(unknown)}")
+    if endpoint:
+        values[endpoint_field] = endpoint
+    return config_cls(**values)
+
+
 def make_agent(name: str, cfg: dict[str, Any] | None = None, endpoint: str | None = None):
     """The downstream agent called ``name`` (``replay``, ``openhands``, ``mini-swe-agent``).
 

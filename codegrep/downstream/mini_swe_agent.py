@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from codegrep.data.tasks import Task
-from codegrep.downstream.agents import DownstreamResult, hinted_problem_statement, load_report, resolved_from_report
+from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
+                                       resolved_from_report)
 
 FENCE = "bash"  # the code-fence word the model must use; mini-swe-agent 1.x trajectories used it
 
@@ -141,13 +142,7 @@ class MiniSweAgent:
 
     @classmethod
     def from_config(cls, section: dict[str, Any], endpoint: str | None = None) -> "MiniSweAgent":
-        values = dict(section.get("mini_swe_agent") or {})
-        unknown = set(values) - set(MiniSweAgentConfig.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"downstream.mini_swe_agent: unknown key(s) {sorted(unknown)}")
-        if endpoint:
-            values["api_base"] = endpoint
-        return cls(MiniSweAgentConfig(**values))
+        return cls(config_from_section(section, "mini_swe_agent", MiniSweAgentConfig, "api_base", endpoint))
 
     def _git_dir(self, task: Task) -> Path:
         if self.resolver is None:

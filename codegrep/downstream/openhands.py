@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from codegrep.data.tasks import Task
-from codegrep.downstream.agents import DownstreamResult, hinted_problem_statement, load_report, resolved_from_report
+from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
+                                       resolved_from_report)
 
 RUN_INFER = "evaluation/benchmarks/swe_bench/run_infer.py"
 # Fields OpenHands' run_infer and the swebench harness read from a dataset row.
@@ -225,13 +226,7 @@ class OpenHandsAgent:
 
     @classmethod
     def from_config(cls, section: dict[str, Any], endpoint: str | None = None) -> "OpenHandsAgent":
-        values = dict(section.get("openhands") or {})
-        unknown = set(values) - set(OpenHandsConfig.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"downstream.openhands: unknown key(s) {sorted(unknown)}")
-        if endpoint:
-            values["base_url"] = endpoint
-        return cls(OpenHandsConfig(**values))
+        return cls(config_from_section(section, "openhands", OpenHandsConfig, "base_url", endpoint))
 
     def run(self, task: Task, candidate_files: Sequence[str] | None) -> DownstreamResult:
         cfg = self.config
