@@ -63,14 +63,20 @@ class Outputs:
         path.write_text(json.dumps(_jsonable(obj), indent=2, sort_keys=True))
         return path
 
-    def headline(self, notebook: str, numbers: dict[str, Any], source: str = "run") -> Path:
-        """Record a notebook's headline numbers; ``source`` says what produced them
-        (``run``, ``model`` for the replay cost model, ``simulation``)."""
+    def headline(self, notebook: str, numbers: dict[str, Any], source: str = "run",
+                 reasons: dict[str, str] | None = None, sources: dict[str, str] | None = None) -> Path:
+        """Record a notebook's headline numbers.
+
+        ``source`` says what produced them (``run`` measured, ``model`` the replay cost model, ``fit`` an
+        observational estimate, ``simulation``); ``sources`` overrides it per key. ``reasons`` says, per key,
+        why a number is empty (None/NaN) in this run, so the report never shows a blank without a reason.
+        """
         path = self.artifacts / "headlines" / f"{notebook}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_jsonable({"notebook": notebook, "source": source,
-                                              "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                              "numbers": numbers}), indent=2, sort_keys=True))
+        record = {"notebook": notebook, "source": source, "sources": dict(sources or {}),
+                  "reasons": dict(reasons or {}),
+                  "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "numbers": numbers}
+        path.write_text(json.dumps(_jsonable(record), indent=2, sort_keys=True))
         return path
 
 

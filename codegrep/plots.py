@@ -1,0 +1,141 @@
+"""One plotting style for every notebook: figures that read alone.
+
+Rules every figure follows (issue "What a reviewer and a student see"):
+
+- the title says **what** is shown and **on what data** (real / synthetic / model / fit, and ``n``):
+  :func:`title`;
+- axes are labelled with units; counts and steps get integer ticks: :func:`integer_ticks`;
+- every mark has a legend entry; an interval says what it is (``95% bootstrap CI``, ``min-max over seeds``);
+- a quantity that is undefined is not drawn as zeros: the panel says why instead (:func:`undefined`);
+- numbers from a model, a fit or a simulation carry that word on the figure (:func:`mark_source`).
+
+Usage in a notebook::
+
+    from codegrep import plots
+    fig, ax = plots.subplots()
+    ax.plot(...)
+    plots.title(ax, "Reward per GRPO step", data="real", n=86)
+    plots.integer_ticks(ax, "x")
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+SOURCES = {
+    "real": "measured on real data",
+    "measured": "measured",
+    "synthetic": "synthetic data",
+    "model": "MODEL (replay cost model)",
+    "fit": "FIT (observational estimate)",
+    "simulation": "SIMULATION",
+    "reference": "paper value (reference)",
+}
+"""How each kind of number is marked, the same words everywhere (figures, notebooks, report)."""
+
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+"""Colour-blind-safe (Okabe-Ito) colours, in the order series are drawn."""
+
+RC = {
+    "figure.dpi": 100, "savefig.dpi": 120, "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
+    "legend.fontsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False,
+    "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3, "figure.constrained_layout.use": True,
+}
+"""matplotlib settings applied by :func:`use_style`."""
+
+
+def use_style() -> None:
+    """Apply the bundle's style (idempotent); notebooks call it once, :func:`subplots` calls it too."""
+    import matplotlib as mpl
+    from cycler import cycler
+
+    mpl.rcParams.update(RC)
+    mpl.rcParams["axes.prop_cycle"] = cycler(color=list(PALETTE))
+
+
+def subplots(nrows: int = 1, ncols: int = 1, width: float | None = None, height: float = 3.2, **kw: Any):
+    """``plt.subplots`` with the bundle's style and a size that fits the panels."""
+    import matplotlib.pyplot as plt
+
+    use_style()
+    return plt.subplots(nrows, ncols, figsize=(width or 4.2 * ncols + 0.6, height * nrows), **kw)
+
+
+def describe(data: str, n: int | None = None, unit: str = "instances") -> str:
+    """The "on what data" part of a title.
+
+    >>> describe("real", 86)
+    'real data, n = 86 instances'
+    >>> describe("model")
+    'MODEL (replay cost model)'
+    >>> describe("SWE-bench Verified (real)", 12, "runs")
+    'SWE-bench Verified (real), n = 12 runs'
+    """
+    label = SOURCES.get(data, data)
+    if data == "real":
+        label = "real data"
+    return label if n is None else f"{label}, n = {n:,} {unit}"
+
+
+def title(ax: Any, what: str, data: str | None = None, n: int | None = None, unit: str = "instances") -> None:
+    """Set a two-part title: what is shown, then on what data (and how many)."""
+    ax.set_title(what if data is None else f"{what}\n{describe(data, n, unit)}")
+
+
+def integer_ticks(ax: Any, axis: str = "both") -> None:
+    """Integer tick locations on ``x``, ``y`` or ``both`` axes (counts, steps, rounds)."""
+    from matplotlib.ticker import MaxNLocator
+
+    if axis in ("x", "both"):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if axis in ("y", "both"):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def undefined(ax: Any, what: str, reason: str) -> None:
+    """Replace a panel whose quantity is undefined by a sentence saying why (never a row of zeros)."""
+    ax.clear()
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title(what)
+    ax.text(0.5, 0.5, f"not defined in this run:\n{reason}", ha="center", va="center", wrap=True,
+            fontsize=9, color="0.3", transform=ax.transAxes)
+
+
+def mark_source(fig: Any, data: str, detail: str = "") -> None:
+    """Stamp the figure's lower-right corner with what produced its numbers (model / fit / simulation ...)."""
+    text = SOURCES.get(data, data) + (f": {detail}" if detail else "")
+    fig.text(0.995, 0.002, text, ha="right", va="bottom", fontsize=7, color="0.35", style="italic")
+
+
+def interval_label(kind: str = "bootstrap", level: float = 0.95, n: int | None = None) -> str:
+    """Legend text for a band or error bar.
+
+    >>> interval_label()
+    '95% bootstrap CI'
+    >>> interval_label("seeds", n=3)
+    'min-max over 3 seeds'
+    >>> interval_label("t", 0.9)
+    '90% t-interval'
+    """
+    if kind == "seeds":
+        return f"min-max over {n} seeds" if n else "min-max over seeds"
+    if kind == "t":
+        return f"{level:.0%} t-interval"
+    return f"{level:.0%} {kind} CI"
+
+
+def log_axis_positive(values: Iterable[float]) -> bool:
+    """Whether every value can go on a log axis (positive and finite); a zero must be shown another way.
+
+    >>> log_axis_positive([0.1, 2.0])
+    True
+    >>> log_axis_positive([0.0, 2.0])
+    False
+    """
+    import math
+
+    vals = list(values)
+    return bool(vals) and all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in vals)

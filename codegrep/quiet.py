@@ -1,0 +1,43 @@
+"""Known, harmless noise filtered once, in the library (notebooks and CLI call :func:`quiet`).
+
+Only warnings that are understood and carry no information for a reader of this bundle are
+silenced, each by category or message, never all warnings: a new warning still shows.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+HARMLESS_MESSAGES = (
+    r".*rich is experimental/alpha.*",                   # tqdm.rich
+    r".*IProgress not found.*",                          # tqdm.auto without ipywidgets
+    r".*does not have many workers.*",                   # torch DataLoader on 2 cores
+    r".*TRL_EXPERIMENTAL_SILENCE.*",                     # TRL experimental module notice
+    r".*is experimental and may change.*",               # TRL experimental features
+    r".*`torch_dtype` is deprecated.*",                  # transformers rename
+    r".*generation flags are not valid.*",               # generation config echo of sampling flags
+    r".*Setting `pad_token_id` to `eos_token_id`.*",     # transformers generate default
+    r".*The attention mask and the pad token id were not set.*",
+    r".*Unable to parse line.*",                         # papermill parameter-cell parsing of comments
+    r".*pin_memory.*no accelerator is found.*",          # torch DataLoader on CPU
+)
+"""Message patterns of warnings known to be harmless here."""
+
+
+def quiet() -> None:
+    """Filter the harmless warnings above and lower third-party log levels (idempotent)."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    for pattern in HARMLESS_MESSAGES:
+        warnings.filterwarnings("ignore", message=pattern)
+    try:
+        from tqdm import TqdmExperimentalWarning
+
+        warnings.filterwarnings("ignore", category=TqdmExperimentalWarning)
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        pass
+    for name in ("transformers", "datasets", "papermill", "httpx", "accelerate", "trl", "sentence_transformers"):
+        logging.getLogger(name).setLevel(logging.ERROR)

@@ -1,0 +1,42 @@
+"""Every `codegrep` command and option explains itself; no reStructuredText markup leaks into help."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from codegrep.cli import build_parser
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str = "codegrep"):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                assert helps.get(name), f"`{path} {name}` has no help line"
+                yield from _parsers(sub, f"{path} {name}")
+
+
+ALL = list(_parsers(build_parser()))
+
+
+@pytest.mark.parametrize("path,parser", ALL, ids=[p for p, _ in ALL])
+def test_every_option_has_help_without_rst(path, parser):
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        name = "/".join(action.option_strings) or action.dest
+        assert action.help and action.help.strip(), f"`{path}`: {name} has no help"
+    text = parser.format_help()
+    assert "``" not in text, f"`{path} --help` shows RST double backticks"
+
+
+def test_reproduce_help_lists_notebooks_and_profiles():
+    text = dict(ALL)["codegrep reproduce"].format_help()
+    from codegrep.pipeline import NOTEBOOKS
+
+    for name in NOTEBOOKS:
+        assert name in text
+    for profile in ("ci", "smoke", "paper"):
+        assert f"  {profile} " in text
