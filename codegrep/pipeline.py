@@ -148,8 +148,33 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+NOTEBOOK_GUIDE = {
+    "01_mining": "CATM: file-access supervision mined from real coding-agent runs",
+    "02_environment": "the Docker-free git-worktree environment: cost per rollout, tool latency, load",
+    "03_training": "SFT warm start + GRPO of the retrieval agent; held-out retrieval vs BM25 on real Verified",
+    "04_ablation": "efficiency signal at the reward vs the advantage layer: paired seeds, probe KL",
+    "05_precision_threshold": "retrievers on real Verified; the precision threshold as a bracket (model, fit)",
+    "06_downstream_eval": "the frozen agent with and without retrieval (model + fit; hint experiment if run)",
+}
+"""One line per notebook, shown by ``codegrep reproduce --help``."""
+
+PROFILE_GUIDE = {
+    "ci": "plumbing check: a handful of real instances, a few training steps (target <= 10 min on 2 cores)",
+    "smoke": "default: the 86 real Verified instances, SmolLM2-135M trained on CPU (target <= 45 min on 2 cores)",
+    "paper": "the paper's settings: 14B model on GPUs, 500 Verified instances (days; not run here)",
+}
+"""One line per profile, shown by ``codegrep reproduce --help`` (measured times: README, "Hardware")."""
+
+_REPRODUCE_DESCRIPTION = (
+    "Run the six notebooks in order with papermill (headless; executed copies in <out>/artifacts/notebooks), "
+    "skip those unchanged since their last successful run, then write run.json and report.md/report.html.\n\n"
+    "notebooks:\n" + "\n".join(f"  {k:<24}{v}" for k, v in NOTEBOOK_GUIDE.items()) + "\n\nprofiles:\n"
+    + "\n".join(f"  {k:<8}{v}" for k, v in PROFILE_GUIDE.items()))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="run notebooks 01-06 with papermill and build the report")
+    p = sub.add_parser("reproduce", help="run notebooks 01-06 with papermill and build the report",
+                       description=_REPRODUCE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="smoke", help="ci | smoke | paper, or a profile YAML path (default: smoke)")
     p.add_argument("--only", default=None, help="comma-separated notebook numbers or names, e.g. 01,03")
     p.add_argument("--out", type=Path, default=None, help="directory for artifacts/ and figures/ (default: project root)")
