@@ -10,7 +10,7 @@ import pytest
 from codegrep.agent.protocol import parse_tool_calls
 from codegrep.cli import main
 from codegrep.data.tasks import Task
-from codegrep.mining.catm import aggregate, load_task_map, mine, mine_profile
+from codegrep.mining.catm import aggregate, mine, mine_profile
 from codegrep.mining.inputs import embedded_dir, open_text
 from codegrep.mining.runner import MineOptions, mine_files
 
@@ -146,14 +146,41 @@ def test_mine_profile_is_cached(tmp_path):
     assert first.stats["parsed"] > 0 and len(first.records) == first.stats["records"]
     for col in ("n_steps", "n_tokens", "steps_to_first_target_view", "n_views", "wasted_read_share", "useful"):
         assert col in first.records.columns
+    from codegrep.mining import summary
+
+    fun = dict(zip(*summary.funnel(first.stats).to_dict("list").values()))  # what notebook 01 plots and records
+    recs = first.records
+    assert fun == {"trajectories": first.stats["read"], "parsed": len(recs),
+                   "resolved": int((recs["resolved"] == True).sum()),  # noqa: E712
+                   "useful records": int(recs["useful"].sum())}
+    assert list(fun.values()) == sorted(fun.values(), reverse=True)  # nested
     stamp = first.records_path.stat().st_mtime_ns
     second = mine_profile(cfg, out)
     assert second.records_path.stat().st_mtime_ns == stamp and second.stats == first.stats
 
 
-def test_bench_runs_small():
-    from codegrep.mining.bench import bench_mine
+def test_bench_runs_small_on_real_runs_beside_json_load():
+    from codegrep.mining.bench import bench_mine, real_runs
 
     result = bench_mine(n=40, workers=2, baseline_n=20, demonstrations=False)
-    assert result["trajectories"] == 40 and result["parsed"] == 40
-    assert result["projected_seconds_for_67k"] > 0 and result["peak_rss_mb_parent"] > 0
+    assert len(real_runs()) == 400 and result["source"].startswith("400 real")
+    assert result["trajectories"] == result["parsed"] == result["records"] == 40 and not result["failed"]
+    assert result["json_load_trajectories"] == 20 and result["json_load_trajectories_per_s"] > 0
+    assert 100 < result["mean_kb_per_trajectory"] < 1000  # real sizes, not tiny synthetic rows
+    assert result["mb_per_s"] > 0 and result["seconds_for_67k"] > 0 and result["peak_rss_mb"] > 0
+    assert result["meets_time_target"] == (result["seconds_for_67k"] < 120)
+
+
+def test_bench_cli_refuses_bad_numbers(capsys):
+    assert main(["bench", "mine", "--n", "0"]) == 2
+    assert "--n 0" in capsys.readouterr().err
+
+
+def test_resolved_only_and_workers_give_the_same_records(tmp_path):
+    one = mine_files(["embedded"], tmp_path / "a.jsonl", tmp_path / "a.demos.jsonl", MineOptions(), 1, progress=False)
+    two = mine_files(["embedded"], tmp_path / "b.jsonl", None, MineOptions(), 2, resolved_only=True, progress=False)
+    a = [json.loads(line) for line in open(tmp_path / "a.jsonl")]
+    b = [json.loads(line) for line in open(tmp_path / "b.jsonl")]
+    assert one["records"] == len(a) == one["parsed"] and two["records"] == len(b) == one["useful"]
+    assert b == [r for r in a if r["useful"]]  # same rows, same order, whatever the worker count
+    assert two["demonstrations"] == 0 and one["demonstrations"] == one["useful"]

@@ -19,6 +19,7 @@ from codegrep.mining.records import SupervisionRecord
 from codegrep.mining.runner import MineOptions, _results, mine_files
 
 EMBEDDED_TASKS = "embedded"
+VERIFIED_TASKS = "swebench-verified"  # all 500 SWE-bench Verified rows shipped in data/ (gold files for any run)
 _RECORD_FIELDS = {f.name for f in fields(SupervisionRecord)}
 
 
@@ -39,13 +40,17 @@ class MiningResult:
 
 
 def load_task_map(tasks: Any) -> dict[str, Any]:
-    """instance_id -> Task from a list of tasks, a path/HF id (``load_tasks``) or ``embedded``."""
+    """instance_id -> Task from a list of tasks, a path/HF id (``load_tasks``), ``embedded`` (the 15 rows shipped
+    in the package) or ``swebench-verified`` (all 500 Verified rows in ``data/``)."""
     if not tasks:
         return {}
     if isinstance(tasks, (str, Path)):
+        from codegrep.data.shipped import verified_rows_path
         from codegrep.data.tasks import load_tasks
 
-        src = inputs.embedded_dir() / "swebench_verified.tasks.jsonl" if str(tasks) == EMBEDDED_TASKS else tasks
+        named = {EMBEDDED_TASKS: lambda: inputs.embedded_dir() / "swebench_verified.tasks.jsonl",
+                 VERIFIED_TASKS: verified_rows_path}
+        src = named[str(tasks)]() if str(tasks) in named else tasks
         tasks = load_tasks(str(src))
     return {t.instance_id: t for t in tasks}
 

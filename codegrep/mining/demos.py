@@ -53,7 +53,7 @@ def exploration_calls(events: list[Event], record: SupervisionRecord, limit: int
             created.add(e.path)
         call = event_call(e) if e.path not in created else None
         if call is not None:
-            kept.setdefault(json.dumps([call.name, call.arguments], sort_keys=True),
+            kept.setdefault((call.name, tuple(sorted(call.arguments.items()))),
                             (i, call, call.name == "read" and e.path in targets))
     items = list(kept.values())
     must = [x for x in items if x[2] and not any(y[2] and y[1].arguments["path"] == x[1].arguments["path"]

@@ -20,7 +20,7 @@ _HF_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 BATCH = 16  # rows per unit: big enough to amortise IPC, small enough to keep workers busy
 
 SPAN_BYTES = 4 << 20  # plain .jsonl is split by byte ranges: workers read their own lines, the parent reads nothing
-# ("file", path) | ("span", path, start_byte, end_byte) | ("lines", path, first_line_no, [lines])
+# ("files", [paths]) | ("span", path, start_byte, end_byte, first_line_no) | ("lines", path, first_line_no, [lines])
 # | ("rows", label, first_index, [rows])
 Unit = tuple
 
@@ -28,6 +28,25 @@ Unit = tuple
 def embedded_dir() -> Path:
     """The real sample trajectories shipped inside the package."""
     return Path(__file__).resolve().parent.parent / "resources" / "trajectories"
+
+
+def _shipped_runs() -> list[str]:
+    from codegrep.data.shipped import trajectory_dirs
+
+    dirs = [str(d) for d in trajectory_dirs() if d.is_dir()]
+    if not dirs:
+        raise FileNotFoundError(f"mining input 'shipped': no real runs under {trajectory_dirs()[0].parent} "
+                                f"(see data/README.md)")
+    return dirs
+
+
+NAMED = {
+    "shipped": _shipped_runs,
+    "format-samples": lambda: [str(embedded_dir() / "format-samples")],
+}
+"""Input names: ``shipped`` = the 400 real mini-swe-agent runs in ``data/`` (with harness reports);
+``format-samples`` = the embedded real rows of the other formats; ``embedded`` = the package's samples
+(15 mini-swe-agent runs + the format samples)."""
 
 
 def _base(path: Path) -> str:
@@ -53,6 +72,9 @@ def expand_inputs(inputs: list[str | os.PathLike]) -> list[str]:
     out: list[str] = []
     for item in inputs:
         item = str(item)
+        if item in NAMED:
+            out += expand_inputs(NAMED[item]())
+            continue
         path = embedded_dir() if item == EMBEDDED else Path(item).expanduser()
         if path.is_dir():
             out += sorted(str(p) for p in path.rglob("*") if p.is_file() and is_trajectory_file(p))
@@ -61,8 +83,8 @@ def expand_inputs(inputs: list[str | os.PathLike]) -> list[str]:
         elif _HF_ID.match(item) and not item.startswith((".", "/")):
             out.append("hf://" + item)
         else:
-            raise FileNotFoundError(f"mining input not found: {item} (a file, a directory, 'embedded' "
-                                    f"or a Hugging Face dataset id owner/name)")
+            raise FileNotFoundError(f"mining input not found: {item} (a file, a directory, 'embedded', 'shipped', "
+                                    f"'format-samples' or a Hugging Face dataset id owner/name)")
     return out
 
 
@@ -70,6 +92,59 @@ def open_text(path: str | Path):
     """Open a (possibly gzip-compressed) text file."""
     path = str(path)
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
+
+
+try:  # 2-3x faster than json on large trajectories; optional
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON text (``orjson`` when installed, else ``json``); raises ValueError on bad JSON."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:
+            pass  # NaN/Infinity or huge integers (Python's json writes them): the stdlib reads them, or says where
+    return json.loads(data)
+
+
+def dumps_line(value: Any) -> bytes:
+    """One JSONL line (UTF-8 bytes, newline included)."""
+    if _orjson is not None:
+        return _orjson.dumps(value, option=_orjson.OPT_APPEND_NEWLINE | _orjson.OPT_NON_STR_KEYS)
+    return (json.dumps(value) + "\n").encode()
+
+
+try:  # ISA-L's inflate is about twice zlib's speed; optional
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - depends on the environment
+    import zlib as _zlib
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The bytes of a file, gunzipped (in one call, all members) when it ends in ``.gz``."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if not str(path).endswith(".gz"):
+        return data
+    try:
+        out = _zlib.decompressobj(31)
+        parts = [out.decompress(data)]
+        while out.unused_data:  # concatenated gzip members
+            rest, out = out.unused_data, _zlib.decompressobj(31)
+            parts.append(out.decompress(rest))
+        if not out.eof:
+            raise EOFError(f"{path}: truncated, or not gzip data")
+        return b"".join(parts)
+    except _zlib.error as exc:
+        raise ValueError(f"{path}: not a valid gzip file ({exc})") from exc
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON value of a (possibly gzipped) file; ValueError/OSError/EOFError on a bad file."""
+    return loads(read_bytes(path))
 
 
 def _hf_rows(dataset_id: str) -> Iterator[dict[str, Any]]:
@@ -106,22 +181,54 @@ def _parquet_rows(path: str) -> Iterator[dict[str, Any]]:
         yield from batch.to_pylist()
 
 
+FILES_PER_UNIT = 8  # trajectory files per work unit: amortises inter-process traffic
+
+
+def _span_units(path: str) -> Iterator[Unit]:
+    """Byte spans of a plain ``.jsonl``, each with the file line number its first line has (newlines
+    before it are counted here, at memory speed, so workers can name ``file:line`` themselves)."""
+    size, line = os.path.getsize(path), 1
+    with open(path, "rb") as fh:
+        for start in range(0, size, SPAN_BYTES):
+            end = min(size, start + SPAN_BYTES)
+            yield ("span", path, start, end, _first_line(fh, start, line))
+            fh.seek(start)
+            line += fh.read(end - start).count(b"\n")
+
+
+def _first_line(fh: Any, start: int, line_at_start: int) -> int:
+    """Line number of the first line that begins at or after byte ``start`` (see ``span_lines``)."""
+    if not start:
+        return 1
+    fh.seek(start - 1)
+    return line_at_start if fh.read(1) == b"\n" else line_at_start + 1
+
+
 def iter_units(files: list[str]) -> Iterator[Unit]:
-    """Work units of expanded inputs, in order, streamed."""
+    """Work units of expanded inputs, in order, streamed; whole-file trajectories are batched."""
+    batch: list[str] = []
     for f in files:
         base = _base(Path(f))
+        if not (f.startswith("hf://") or base.endswith((".jsonl", ".parquet"))):
+            batch.append(f)
+            if len(batch) >= FILES_PER_UNIT:
+                yield ("files", batch)
+                batch = []
+            continue
+        if batch:
+            yield ("files", batch)
+            batch = []
         if f.startswith("hf://"):
             yield from _batched(f, _hf_rows(f[5:]), "rows")
         elif f.endswith(".jsonl"):
-            size = os.path.getsize(f)
-            yield from (("span", f, start, min(size, start + SPAN_BYTES)) for start in range(0, size, SPAN_BYTES))
+            yield from _span_units(f)
         elif base.endswith(".jsonl"):
             with open_text(f) as fh:
                 yield from _batched(f, (line for line in fh), "lines")
-        elif base.endswith(".parquet"):
-            yield from _batched(f, _parquet_rows(f), "rows")
         else:
-            yield ("file", f)
+            yield from _batched(f, _parquet_rows(f), "rows")
+    if batch:
+        yield ("files", batch)
 
 
 def span_lines(path: str, start: int, end: int) -> Iterator[bytes]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from codegrep.data.tasks import Task, patch_files
@@ -70,10 +70,13 @@ class SupervisionRecord:
         return bool(self.resolved) and bool(self.target_files)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = {f: getattr(self, f) for f in _FIELD_NAMES}  # shallow: asdict's deep copies cost more than mining
         d["useful"] = self.useful
         d["wasted_read_share"] = (self.n_views - self.n_target_views) / self.n_views if self.n_views else None
         return d
+
+
+_FIELD_NAMES = [f.name for f in fields(SupervisionRecord)]
 
 
 def repo_from_instance_id(instance_id: str) -> str:

@@ -1,16 +1,17 @@
 """Streaming, parallel mining: work units -> worker processes -> records/demonstrations JSONL + stats.
 
-Workers get small units (one file, or a batch of 16 rows) through ``Pool.imap``; the parent only writes
-lines and counts, so memory stays flat in the number of trajectories. A row that cannot be read is
-counted under its reason and listed with its ``file:line``; it never stops the run.
+Workers get small units (a batch of files, a byte span of a ``.jsonl``, or a batch of 16 rows) through
+``Pool.imap``; they parse, build records and serialise them, so the parent only writes bytes and counts,
+and memory stays flat in the number of trajectories. A row that cannot be read is counted under its
+reason and listed with its ``file:line``; it never stops the run, but a run where nothing parsed is an
+error (``NothingParsed``) naming the inputs and the first failures.
 """
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -33,6 +34,33 @@ class MineOptions:
     """Directory of ``owner__name`` git repositories: checks paths and replays demonstration calls."""
     demonstrations: bool = True
     """Build a demonstration for each useful record."""
+    resolved_only: bool = False
+    """Write only useful records (``mine_files`` sets it from its argument)."""
+
+
+class NothingParsed(ValueError):
+    """No input row could be read as a trajectory (the message names the inputs and first failures)."""
+
+
+def check_options(options: MineOptions) -> None:
+    """Refuse settings that would make every row fail or be silently ignored (ValueError naming them)."""
+    from codegrep.mining.formats import FORMATS
+
+    if options.fmt != "auto" and options.fmt not in FORMATS:
+        raise ValueError(f"unknown --format {options.fmt!r}; choose auto or one of: {', '.join(FORMATS)}")
+    if options.repos is not None and not Path(options.repos).expanduser().is_dir():
+        raise ValueError(f"--repos {options.repos}: not a directory (a directory of owner__name git repositories)")
+
+
+def check_output(path: str | Path | None, flag: str = "--out") -> None:
+    """An output path must be a writable file location, not a directory (ValueError naming ``flag``)."""
+    if path is None:
+        return
+    p = Path(path).expanduser()
+    if p.is_dir() or str(path).endswith("/"):
+        raise ValueError(f"{flag} {path}: is a directory; give a file path such as {p / 'records.jsonl'}")
+    if p.parent.exists() and not p.parent.is_dir():
+        raise ValueError(f"{flag} {path}: its parent {p.parent} is not a directory")
 
 
 def _init(options: MineOptions) -> None:
@@ -77,6 +105,10 @@ def process_row(row: Any, source: str, report: Any = None) -> tuple:
         return ("fail", "unrecognised-format" if "unrecognised" in str(exc) else "bad-row", source, str(exc)[:300])
     except Exception as exc:  # a malformed row of a known format: count it, keep going
         return ("fail", f"parse-error:{type(exc).__name__}", source, str(exc)[:300])
+    if not traj.instance_id or (options.tasks and traj.instance_id not in options.tasks):
+        _fill_instance_id(traj, source, options)
+    if not traj.instance_id:
+        return ("fail", "no-instance-id", source, "the row names no instance id (nor does its content or file name)")
     task = options.tasks.get(traj.instance_id)
     record = supervision_record(traj, task)
     env = _environment(task) if options.repos and task is not None else None
@@ -92,23 +124,46 @@ def process_row(row: Any, source: str, report: Any = None) -> tuple:
     return ("ok", out, demo)
 
 
+def _fill_instance_id(traj: Any, source: str, options: MineOptions) -> None:
+    """An id for a run that has none (its file name without suffixes), or whose id is not SWE-bench-shaped
+    and no task has (the task whose issue its prompt quotes). A SWE-bench-shaped id is never replaced."""
+    from codegrep.mining.ids import IssueIndex, id_from_name, is_instance_id
+
+    name, original = source.rpartition("/")[2], traj.instance_id
+    if not traj.instance_id and "[" not in name and ":" not in name:  # one run per file: its name is its id
+        traj.instance_id = id_from_name(source)
+    if options.tasks and traj.instance_id not in options.tasks and not is_instance_id(original) \
+            and traj.problem_statement:
+        if "issues" not in _STATE:
+            _STATE["issues"] = IssueIndex({k: getattr(t, "problem_statement", "") for k, t in options.tasks.items()})
+        found = _STATE["issues"].find(traj.problem_statement)
+        if found:
+            traj.instance_id = found
+    traj.trajectory_id = traj.trajectory_id or traj.instance_id
+
+
+def _file_results(label: str) -> list[tuple]:
+    """Results of one trajectory file (a run, or a JSON list of rows)."""
+    try:
+        data = inputs.read_json(label)
+    except (ValueError, OSError, EOFError) as exc:  # truncated, not JSON, not gzip, unreadable
+        return [("fail", "invalid-json", label, str(exc)[:300])]
+    report = inputs.report_beside(label)
+    if isinstance(data, list) and data and all(isinstance(r, dict) and not ("action" in r or "observation" in r)
+                                               for r in data[:5]):
+        return [process_row(r, f"{label}[{i}]", report) for i, r in enumerate(data)]
+    return [process_row(data, label, report)]
+
+
 def process_unit(unit: tuple) -> list[tuple]:
     """All results of one work unit (see ``inputs.iter_units``)."""
     kind, label = unit[0], unit[1]
+    if kind == "files":
+        return [r for f in label for r in _file_results(f)]
     if kind == "file":
-        try:
-            with inputs.open_text(label) as fh:
-                data = json.load(fh)
-        except (ValueError, OSError, EOFError) as exc:
-            return [("fail", "invalid-json", label, str(exc)[:300])]
-        report = inputs.report_beside(label)
-        if isinstance(data, list) and data and all(isinstance(r, dict) and not ("action" in r or "observation" in r)
-                                                   for r in data[:5]):
-            return [process_row(r, f"{label}[{i}]", report) for i, r in enumerate(data)]
-        return [process_row(data, label, report)]
-    if kind == "span":  # line numbers are span-relative here; the parent adds the lines of earlier spans
-        kind, start, rows = "lines", 1, list(inputs.span_lines(label, unit[2], unit[3]))
-        return [("span-lines", label, len(rows))] + process_unit(("lines", label, 1, rows))
+        return _file_results(label)
+    if kind == "span":  # ("span", path, start_byte, end_byte, first_line_number)
+        return process_unit(("lines", label, unit[4], list(inputs.span_lines(label, unit[2], unit[3]))))
     start, rows = unit[2], unit[3]
     report = inputs.report_beside(label) if kind == "lines" else None
     results = []
@@ -118,7 +173,7 @@ def process_unit(unit: tuple) -> list[tuple]:
             if not row.strip():
                 continue
             try:
-                row = json.loads(row)
+                row = inputs.loads(row)
             except ValueError as exc:
                 results.append(("fail", "invalid-json", source, str(exc)[:300]))
                 continue
@@ -126,63 +181,81 @@ def process_unit(unit: tuple) -> list[tuple]:
     return results
 
 
-def _renumber(batches: Iterator[list[tuple]]) -> Iterator[tuple]:
-    """Turn span-relative line numbers into file line numbers (batches arrive in file order)."""
-    done: dict[str, int] = {}
-    for batch in batches:
-        if batch and batch[0][0] == "span-lines":
-            (_, label, n), batch = batch[0], batch[1:]
-            for r in batch:
-                line = (r[2] if r[0] == "fail" else r[1]["source"]).rpartition(":")[2]
-                fixed = f"{label}:{int(line) + done.get(label, 0)}"
-                if r[0] == "fail":
-                    r = (r[0], r[1], fixed, r[3])
-                else:
-                    r[1]["source"] = fixed
-                yield r
-            done[label] = done.get(label, 0) + n
+def serialized_unit(unit: tuple) -> tuple["_Stats", bytes, bytes]:
+    """One unit mined to bytes: (its stats, record lines, demonstration lines). The worker counts and
+    serialises, so the parent only merges counters and writes (it would otherwise cost ~10% of the work)."""
+    options: MineOptions = _STATE.get("options") or MineOptions()
+    stats, recs, demos = _Stats(bool(options.tasks)), [], []
+    for r in process_unit(unit):
+        stats.add(r)
+        if r[0] != "ok":
             continue
-        yield from batch
+        if r[1]["useful"] or not options.resolved_only:
+            recs.append(inputs.dumps_line(r[1]))
+            stats.records += 1
+        if r[2] is not None:
+            demos.append(inputs.dumps_line(r[2]))
+            stats.demonstrations += 1
+    return stats, b"".join(recs), b"".join(demos)
 
 
-def _results(files: list[str], options: MineOptions, workers: int) -> Iterator[tuple]:
+def _results(files: list[str], options: MineOptions, workers: int, serialize: bool = False) -> Iterator[Any]:
+    """Per-row results (``process_unit``), or with ``serialize`` per-unit ``serialized_unit`` triples."""
+    check_options(options)
     units = inputs.iter_units(files)
     if workers <= 1:
         _init(options)
-        yield from _renumber(map(process_unit, units))
+        for unit in units:
+            if serialize:
+                yield serialized_unit(unit)
+            else:
+                yield from process_unit(unit)
         return
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
     with ctx.Pool(workers, initializer=_init, initargs=(options,)) as pool:
-        yield from _renumber(pool.imap(process_unit, units, chunksize=1))
+        if serialize:
+            yield from pool.imap(serialized_unit, units, chunksize=1)
+        else:
+            for batch in pool.imap(process_unit, units, chunksize=1):
+                yield from batch
 
 
 def mine_files(paths: list[str], out_path: str | Path, demos_path: str | Path | None = None,
                options: MineOptions | None = None, workers: int = 1, resolved_only: bool = False,
                progress: bool = True) -> dict[str, Any]:
-    """Mine ``paths`` into ``out_path`` (records JSONL) and ``demos_path``; returns the stats."""
+    """Mine ``paths`` into ``out_path`` (records JSONL) and ``demos_path``; returns the stats.
+
+    Raises ``NothingParsed`` (a ValueError) when rows were read but none parsed, or there was nothing to read;
+    the output files are still written (empty) and the message names the inputs and the first failures.
+    """
     from tqdm.auto import tqdm
 
     options = options or MineOptions()
+    check_options(options)
+    check_output(out_path, "--out")
+    check_output(demos_path, "--demonstrations")
     files = inputs.expand_inputs(paths)
+    options = replace(options, resolved_only=resolved_only, demonstrations=options.demonstrations and bool(demos_path))
     stats = _Stats(matching=bool(options.tasks))
     started = time.perf_counter()
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    demo_fh = open(demos_path, "w") if demos_path else None
+    demo_fh = open(demos_path, "wb") if demos_path else None
     try:
-        with open(out_path, "w") as out:
-            for result in tqdm(_results(files, options, workers), unit="traj", disable=None if progress else True,
-                               desc="mining"):
-                stats.add(result)
-                if result[0] == "ok" and (result[1]["useful"] or not resolved_only):
-                    out.write(json.dumps(result[1]) + "\n")
-                    stats.records += 1
-                if result[0] == "ok" and result[2] is not None and demo_fh:
-                    demo_fh.write(json.dumps(result[2]) + "\n")
-                    stats.demonstrations += 1
+        with open(out_path, "wb") as out, tqdm(unit="traj", disable=None if progress else True, desc="mining") as bar:
+            for unit_stats, rec_bytes, demo_bytes in _results(files, options, workers, serialize=True):
+                stats.merge(unit_stats)
+                out.write(rec_bytes)
+                if demo_fh:
+                    demo_fh.write(demo_bytes)
+                bar.update(unit_stats.read)
     finally:
         if demo_fh:
             demo_fh.close()
-    return stats.summary(time.perf_counter() - started, workers, len(files))
+    summary = stats.summary(time.perf_counter() - started, workers, len(files))
+    if not summary["parsed"]:
+        shown = " ".join("; ".join(summary["failures"][:3]).split()) or "no trajectory files found"
+        raise NothingParsed(f"0 of {summary['read']} trajectories parsed from {', '.join(map(str, paths))}: {shown}")
+    return summary
 
 
 class _Stats:
@@ -196,8 +269,6 @@ class _Stats:
         self.gold_r: list[float] = []
 
     def add(self, result: tuple) -> None:
-        from codegrep.metrics import precision_recall
-
         self.read += 1
         if result[0] == "fail":
             self.failed[result[1]] += 1
@@ -211,12 +282,27 @@ class _Stats:
         self.counts["resolved"] += rec["resolved"] is True
         self.counts["useful"] += rec["useful"]
         self.counts["patch_from_actions"] += rec["patch_source"] == "actions"
-        self.counts["paths_checked"] += rec.get("paths_checked", 0)
-        self.counts["paths_exist"] += rec.get("paths_exist", 0)
+        self.counts["paths_checked"] += rec.get("paths_checked") or 0
+        self.counts["paths_exist"] += rec.get("paths_exist") or 0
         if rec["useful"] and rec.get("gold_files"):
+            from codegrep.metrics import precision_recall
+
             p, r = precision_recall(rec["target_files"], rec["gold_files"])
             self.gold_p.append(p)
             self.gold_r.append(r)
+
+    def merge(self, other: "_Stats") -> None:
+        """Add another run's (a work unit's) counters; failures stay in order, the first 50 listed."""
+        self.read += other.read
+        self.parsed += other.parsed
+        self.records += other.records
+        self.demonstrations += other.demonstrations
+        self.failed.update(other.failed)
+        self.formats.update(other.formats)
+        self.counts.update(other.counts)
+        self.failures += other.failures[: max(0, MAX_LISTED_FAILURES - len(self.failures))]
+        self.gold_p += other.gold_p
+        self.gold_r += other.gold_r
 
     def summary(self, seconds: float, workers: int, n_files: int) -> dict[str, Any]:
         c = self.counts

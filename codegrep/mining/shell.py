@@ -19,6 +19,8 @@ from codegrep.mining.events import Event, repo_path
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 _SEPARATORS = set(";&|\n()")
+_SEPARATOR_CHARS = ";&|\n()"
+_OP_START = frozenset("0123456789;|&()<>\n")  # the first characters a redirection or separator can have
 _OPERATOR = re.compile(r"[0-9]*>>?&?|&&|\|\||\n+|[;|&()<]")
 _TOKEN = re.compile(r"""[0-9]*>>?&?|&&|\|\||\n+|[;|&()<]|(?:[^\s;|&()<>'"\\]+|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
 _QUOTED = re.compile(r"""['"\\]""")
@@ -72,7 +74,7 @@ def strip_heredocs(command: str) -> str:
 
 def _unquote(word: str) -> str:
     """Shell quote removal: ``'a b'`` -> ``a b``, ``"x\\"y"`` -> ``x"y``, ``a\\ b`` -> ``a b``."""
-    if not _QUOTED.search(word):
+    if "'" not in word and '"' not in word and "\\" not in word:
         return word
     out = []
     for m in _PART.finditer(word):
@@ -103,22 +105,28 @@ def tokenize(command: str) -> list[str]:
 def _split(tokens: list[str]) -> list[list[_Stage]]:
     """Tokens -> pipelines of stages, redirection targets attached to their stage."""
     pipelines: list[list[_Stage]] = [[_Stage()]]
-    i = 0
-    while i < len(tokens):
+    i, n = 0, len(tokens)
+    while i < n:
         tok = tokens[i]
-        if _REDIRECT.match(tok) or (tok.isdigit() and i + 1 < len(tokens) and _REDIRECT.match(tokens[i + 1])):
+        if not tok or tok[0] not in _OP_START:  # a plain word (the common case)
+            pipelines[-1][-1].words.append(tok)
+            i += 1
+            continue
+        if (("<" in tok or ">" in tok) and _REDIRECT.match(tok)) or (
+                tok.isdigit() and i + 1 < n and _REDIRECT.match(tokens[i + 1])):
             if tok.isdigit():
                 i += 1
                 continue
-            target = tokens[i + 1] if i + 1 < len(tokens) else ""
+            target = tokens[i + 1] if i + 1 < n else ""
             if ">" in tok and not target.isdigit() and not set(target) <= _SEPARATORS:
                 pipelines[-1][-1].writes.append((target, ">>" in tok))
             i += 2 if target and not set(target) <= _SEPARATORS else 1
             continue
-        if tok and set(tok) <= _SEPARATORS:
+        if not tok.strip(_SEPARATOR_CHARS):  # every character a separator
+            last = pipelines[-1]
             if tok.strip("\n") == "|" or tok == "|&":
-                pipelines[-1].append(_Stage())
-            elif pipelines[-1] != [_Stage()]:
+                last.append(_Stage())
+            elif len(last) > 1 or last[0].words or last[0].writes:
                 pipelines.append([_Stage()])
         else:
             pipelines[-1][-1].words.append(tok)
@@ -235,7 +243,7 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool) -> list[Event]:
     events = [ctx.event("edit" if append else "create", p) for p, append in stage.writes]
     if not words:
         return events
-    prog, args = posixpath.basename(words[0]), words[1:]
+    prog, args = words[0].rpartition("/")[2], words[1:]
     ctx.piped = not first
     if prog == "cd":
         target = ctx.path(args[0]) if args else ""
@@ -266,7 +274,7 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool) -> list[Event]:
 
 def _attach_range(events: list[Event], stage: _Stage) -> None:
     """``nl -ba f | sed -n 'a,bp'`` / ``cat f | head -n N``: the range belongs to the view of ``f``."""
-    prog, args = posixpath.basename(stage.words[0]) if stage.words else "", stage.words[1:]
+    prog, args = stage.words[0].rpartition("/")[2] if stage.words else "", stage.words[1:]
     views = [e for e in events if e.kind == "view" and e.lines is None]
     if not views or prog not in ("sed", "head"):
         return

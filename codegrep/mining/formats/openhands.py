@@ -74,6 +74,19 @@ def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
     return events, step, first_user
 
 
+def _stream_texts(stream: Iterable[Any]) -> Iterable[str]:
+    """Paths, working directories and commands of an event stream, in order (where workspace paths appear)."""
+    for ev in _flatten(stream):
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        for key in ("path", "cwd", "command", "working_dir"):
+            if isinstance(args.get(key), str):
+                yield args[key]
+        extras = ev.get("extras") if isinstance(ev.get("extras"), dict) else {}
+        for key in ("path", "cwd", "command"):
+            if isinstance(extras.get(key), str):
+                yield extras[key]
+
+
 def _tokens(metrics: Any) -> int | None:
     usage = (metrics or {}).get("accumulated_token_usage") if isinstance(metrics, dict) else None
     if not isinstance(usage, dict):
@@ -86,9 +99,14 @@ def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
     if isinstance(row, list):
         row = {"history": row}
     instance = row.get("instance") or {}
-    raw_id = str(row.get("instance_id") or instance.get("instance_id") or source.rsplit("/", 1)[-1].split(":")[0])
-    instance_id = strip_run_suffix(raw_id)
     events, steps, first_user = events_from_stream(row.get("history") or [])
+    raw_id = str(row.get("instance_id") or instance.get("instance_id") or "")
+    if not raw_id:  # a bare event stream: the id written in its content, else its file name without suffixes
+        from codegrep.mining.ids import id_from_name, id_in_text, id_in_values
+
+        raw_id = id_in_values(_stream_texts(row.get("history") or [])) or id_in_text(first_user) or \
+            id_from_name(source)
+    instance_id = strip_run_suffix(raw_id)
     result = row.get("test_result") or {}
     resolved = resolution_from_report(result.get("report") or row.get("report") or report, instance_id)
     if resolved is None and isinstance(row.get("resolved"), bool):
