@@ -89,7 +89,8 @@ GOLDEN = [
     (("read", {"path": "src/app/empty.py"}), "(src/app/empty.py is empty)"),
     (("read", {"path": "latin1.txt"}), "     1\tcaf\ufffd parse_args"),
     (("read", {"path": "link_in.py", "end_line": 1}), "     1\timport os"),
-    (("read", {"path": "-rf.txt"}), None),  # refused: looks like a flag
+    # a committed file whose name looks like a flag is listed, so it can be read (never passed as an argument)
+    (("read", {"path": "-rf.txt"}), "     1\tflag-looking name"),
 ]
 
 
@@ -235,3 +236,29 @@ def test_pool_serves_a_non_bare_repository(tmp_path):
     with pool.acquire(work, sha) as checkout:
         assert run(RepoToolEnvironment(checkout), "read", path="README.md").output == "     1\t# Demo\n     2\tA tiny repo."
     assert pool.clear() == 1 and not pool.leaked()
+
+
+def test_env_package_has_no_import_cycle():
+    """Contract and wiring are split (issue 16): no module of codegrep/env imports one that imports it back,
+    counting imports inside functions too."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "codegrep" / "env"
+    names = {p.stem for p in root.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in root.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "codegrep.env":
+                deps |= {a.name for a in node.names if a.name in names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("codegrep.env."):
+                deps.add(node.module.split(".")[2])
+        graph[path.stem] = deps - {path.stem}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(d == goal or (d not in seen and reaches(d, goal, seen | {d})) for d in graph.get(start, ()))
+
+    cycles = [m for m in graph if reaches(m, m, {m})]
+    assert cycles == [], f"import cycles through {cycles}"
+    importers = {m for m, deps in graph.items() if "tools" in deps}  # the wiring is used by entry points only
+    assert importers <= {"commands", "bench"}, importers

@@ -1,19 +1,47 @@
-"""What both environment modes share: argument checking, parallel turns, capping and formatting.
+"""One repository view for both environment modes: argument checks, the file set, the search and formatting.
 
-A subclass provides three primitives over one repository snapshot: ``_files(rel)`` (sorted file
-paths under a directory), ``_read_bytes(rel)`` and ``_grep_lines(...)``. Everything the model sees
-is formatted here, so the worktree and checkout-free modes answer identically.
+A mode provides a *listing* (display name -> where its bytes are) and a way to read one file; everything
+else is here, so the worktree and checkout-free modes answer identically by construction:
+
+* the file set is the listing (committed files in both modes; a live directory also applies its ignore
+  files); names that are not clean UTF-8 text (a newline, a non-UTF-8 byte) are shown escaped
+  (:func:`codegrep.env.textops.display_path`) and accepted back in that form;
+* ``grep`` is always ripgrep, single-threaded, over the listed files in display order, given as explicit
+  paths (a checkout's files, or the blob files of the content-addressed store in checkout-free mode), so the
+  regex engine, binary detection, ``max_file_bytes``, long-line clipping and the order are the same;
+* ``glob`` and ``read`` are computed from the listing and the bytes.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from codegrep.env import textops
+from codegrep.env.arguments import bool_arg, int_arg, parse_arguments
+from codegrep.env.config import ToolConfig
+from codegrep.env.contract import TOOL_NAMES, ToolCall, ToolError, ToolResult
+from codegrep.env.procs import find_rg, run_capped
 from codegrep.env.sandbox import SandboxError, check_glob, check_regex, clean_relative_path
-from codegrep.env.tools import TOOL_NAMES, ToolCall, ToolConfig, ToolError, ToolResult, _arguments, _bool_arg, _int_arg
+
+_ARG_CHUNK_BYTES = 256_000  # explicit paths per ripgrep invocation (far below ARG_MAX)
+_LINE = re.compile(rb"(\d+)([:-])")
+
+
+class Listing:
+    """The files of one snapshot: sorted display names and, per name, the path ripgrep is given."""
+
+    def __init__(self, names_to_disk: dict[str, bytes], sizes: dict[str, int] | None = None) -> None:
+        self.sizes = sizes
+        """Bytes per name when known up front (checkout-free mode); else stat-ed on demand and kept."""
+        self.names = sorted(names_to_disk, key=lambda p: p.split("/"))  # ripgrep's --sort=path order
+        self.disk = names_to_disk
+        self.name_set = set(names_to_disk)
+        self.by_disk: dict[bytes, list[str]] = {}
+        for name in self.names:
+            self.by_disk.setdefault(names_to_disk[name], []).append(name)
 
 
 class ToolEnvironmentBase:
@@ -24,16 +52,30 @@ class ToolEnvironmentBase:
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
-    # --- primitives a mode implements ------------------------------------------------------------
-    def _files(self, rel: str) -> list[str]:
+    # --- what a mode implements ------------------------------------------------------------------
+    def _listing(self) -> Listing:
         raise NotImplementedError
+
+    def _search_cwd(self) -> str:
+        """Directory ripgrep runs in (the ``disk`` paths of the listing are relative to it)."""
+        raise NotImplementedError
+
+    def _prepare(self, names: list[str]) -> None:
+        """Make sure the files of ``names`` are on disk before ripgrep reads them (checkout-free mode)."""
+
+    def _canonical(self, rel: str) -> str:
+        """``rel`` with symlinks inside the snapshot resolved (refuses links that leave it)."""
+        return rel
+
+    def _exists(self, rel: str) -> bool:
+        """Whether ``rel`` names anything (an empty directory of a live checkout counts)."""
+        return False
 
     def _read_bytes(self, rel: str) -> bytes:
         raise NotImplementedError
 
-    def _grep_lines(self, pattern: str, rel: str, include: str | None, ignore_case: bool,
-                    context: int) -> tuple[list[str], bool]:
-        """Sorted ``path:line:text`` lines and whether the raw output was cut before counting."""
+    def _size(self, name: str) -> int:
+        """Bytes of a listed file (``max_file_bytes`` applies to grep in both modes alike)."""
         raise NotImplementedError
 
     # --- public API ------------------------------------------------------------------------------
@@ -54,7 +96,7 @@ class ToolEnvironmentBase:
         try:
             if name not in TOOL_NAMES:
                 raise ToolError(f"unknown tool {name!r}; available tools: {', '.join(TOOL_NAMES)}")
-            args = _arguments(call)
+            args = parse_arguments(call)
             output, truncated = getattr(self, f"_tool_{name}")(**args)
             result = ToolResult(name, True, output=output, truncated=truncated)
         except (ToolError, SandboxError) as exc:
@@ -79,39 +121,135 @@ class ToolEnvironmentBase:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # --- the shared view -------------------------------------------------------------------------
+    def _path_arg(self, path: object, required: bool = False) -> str:
+        """A listed name as given (escaped names included), else a cleaned repository-relative path."""
+        if isinstance(path, str) and path and path in self._listing().name_set:
+            return path
+        rel = clean_relative_path(path)  # type: ignore[arg-type]
+        if required and not rel:
+            raise ToolError("path is required: a repository-relative file path")
+        return rel
+
+    def _files(self, rel: str) -> list[str]:
+        """Listed files at or under ``rel`` (display order); a missing path is an error."""
+        listing = self._listing()
+        if not rel:
+            return listing.names
+        if rel in listing.name_set:
+            return [rel]
+        rel = self._canonical(rel)
+        if rel in listing.name_set:
+            return [rel]
+        prefix = rel + "/"
+        hits = [p for p in listing.names if p.startswith(prefix)]
+        if not hits and not self._exists(rel):
+            raise ToolError(f"{rel} does not exist in the repository")
+        return hits
+
+    def _grep_lines(self, pattern: str, files: list[str], ignore_case: bool, context: int) -> tuple[list[str], bool]:
+        """``path:line:text`` (context ``path-line-text``, groups split by ``--``) for ``files``, in order;
+        and whether the raw output was cut (the cap) before all files were searched."""
+        listing, cfg = self._listing(), self.config
+        files = [f for f in files if self._size(f) <= cfg.max_file_bytes]  # ripgrep ignores --max-filesize
+        self._prepare(files)                                                 # for explicit paths
+        disks = list(dict.fromkeys(listing.disk[f] for f in files))
+        base = [find_rg(), "--no-config", "--color=never", "--no-heading", "--with-filename", "--null",
+                "--line-number", "--no-ignore", "--hidden", "--threads=1", f"--max-columns={cfg.max_line_chars}", "--max-columns-preview"]
+        base += ["--ignore-case"] if ignore_case else []
+        base += [f"--context={context}"] if context else []
+        base += ["-e", pattern, "--"]
+        chunks: dict[bytes, list[bytes]] = {}
+        capped, i = False, 0
+        while i < len(disks) and not capped:
+            batch, size = [], 0
+            while i < len(disks) and (not batch or size + len(disks[i]) < _ARG_CHUNK_BYTES):
+                batch.append(disks[i])
+                size += len(disks[i]) + 1
+                i += 1
+            cap = run_capped([*base, *batch], self._search_cwd(), cfg.timeout_s, cfg.capture_bytes)
+            if cap.timed_out:
+                raise ToolError(f"timed out after {cfg.timeout_s:g}s; use a simpler pattern or a narrower path")
+            if cap.returncode not in (0, 1, None) and not cap.stdout:
+                msg = cap.stderr.decode("utf-8", "replace").strip()
+                raise ToolError(msg.replace(find_rg(), "rg")[:1000] or f"rg failed with status {cap.returncode}")
+            capped = cap.capped
+            last, gap = None, False
+            data, pos, known = cap.stdout, 0, set(batch)
+            while pos < len(data):  # records are `path NUL line-number [:-] text LF`; a path may hold a LF
+                if data.startswith(b"--\n", pos):
+                    gap, pos = True, pos + 3
+                    continue
+                nul = data.find(b"\0", pos)
+                if nul != -1 and data[pos:nul] in known:
+                    end = data.find(b"\n", nul)
+                    if end == -1:
+                        break  # the partial last line of a capped output
+                    disk, rest, pos = data[pos:nul], data[nul + 1:end], end + 1
+                    if _LINE.match(rest):
+                        if gap and disk == last:  # a gap between two context groups of one file
+                            chunks[disk].append(b"")
+                        chunks.setdefault(disk, []).append(rest)
+                        last, gap = disk, False
+                    continue
+                end = data.find(b"\n", pos)  # a message line ("binary file matches ..."): skipped
+                if end == -1:
+                    break
+                pos = end + 1
+        out: list[str] = []
+        for name in files:
+            lines = chunks.get(listing.disk[name])
+            if not lines:
+                continue
+            if out and context:
+                out.append("--")
+            for rest in lines:
+                if not rest:
+                    out.append("--")
+                    continue
+                m = _LINE.match(rest)
+                out.append(f"{name}{m.group(2).decode()}{rest.decode('utf-8', 'replace')}")
+        return out, capped
+
     # --- the three tools -------------------------------------------------------------------------
     def _tool_grep(self, pattern=None, path=None, include=None, ignore_case=False, context=0) -> tuple[str, bool]:
         cfg = self.config
         pattern = check_regex(pattern)
-        rel = clean_relative_path(path)
+        rel = self._path_arg(path)
         include = check_glob(include, what="include", required=False)
-        ctx = _int_arg(context, "context", 0, cfg.max_context) or 0
-        lines, more = self._grep_lines(pattern, rel, include, _bool_arg(ignore_case, "ignore_case"), ctx)
+        ctx = int_arg(context, "context", 0, cfg.max_context) or 0
+        files = self._files(rel)
+        if include:
+            keep, negate, prefix = textops.glob_to_regex(include.lstrip("!")), include.startswith("!"), rel + "/"
+            files = [f for f in files if bool(keep.match(f[len(prefix):] if rel and f.startswith(prefix) else f))
+                     != negate]
+        if not files:
+            return "No matches found.", False
+        lines, capped = self._grep_lines(pattern, files, bool_arg(ignore_case, "ignore_case"), ctx)
         if not lines:
             return "No matches found.", False
         lines = [textops.clip_line(line, cfg.max_line_chars) for line in lines]
-        return textops.cap_lines(lines, cfg.max_output_lines, cfg.max_output_bytes, more=more, what="lines",
-                                 hint="narrow the pattern, path or include")
+        # when the raw output hit the capture cap, the total is unknown: say so the same way in both modes
+        return textops.cap_lines(lines, cfg.max_output_lines, cfg.max_output_bytes,
+                                 total=min(len(lines), cfg.max_output_lines) if capped else None, more=capped,
+                                 what="lines", hint="narrow the pattern, path or include")
 
     def _tool_glob(self, pattern=None, path=None) -> tuple[str, bool]:
         pattern = check_glob(pattern)
-        rel = clean_relative_path(path)
+        rel = self._path_arg(path)
         regex = textops.glob_to_regex(pattern)
         prefix = rel + "/" if rel else ""
         hits = [f for f in self._files(rel) if regex.match(f[len(prefix):] if f.startswith(prefix) else f)]
         if not hits:
             return "No files matched.", False
-        hits.sort(key=lambda p: p.split("/"))  # ripgrep's --sort=path order, in both modes
         return textops.cap_lines(hits, self.config.max_glob_results, self.config.max_output_bytes,
                                  what="paths", hint="use a more specific pattern or path")
 
     def _tool_read(self, path=None, start_line=None, end_line=None) -> tuple[str, bool]:
         cfg = self.config
-        rel = clean_relative_path(path)
-        if not rel:
-            raise ToolError("path is required: a repository-relative file path")
-        start = _int_arg(start_line, "start_line", 1) or 1
-        end = _int_arg(end_line, "end_line", 1)
+        rel = self._path_arg(path, required=True)
+        start = int_arg(start_line, "start_line", 1) or 1
+        end = int_arg(end_line, "end_line", 1)
         if end is not None and end < start:
             raise ToolError(f"end_line ({end}) is before start_line ({start})")
         data = self._read_bytes(rel)

@@ -36,8 +36,7 @@ def _repo_and_commit(args: argparse.Namespace) -> tuple:
 
 
 def _tool(args: argparse.Namespace) -> int:
-    from codegrep.env.tools import GitObjectEnvironment, RepoToolEnvironment, ToolConfig
-    from codegrep.env.pool import default_pool
+    from codegrep.env.tools import RepoToolEnvironment, ToolConfig, open_snapshot
 
     calls = _parse_calls(args.calls)
     config = ToolConfig(timeout_s=args.timeout)
@@ -46,12 +45,8 @@ def _tool(args: argparse.Namespace) -> int:
             results = env.run_turn(calls)
     else:
         git_dir, commit = _repo_and_commit(args)
-        if args.mode == "objects":
-            with GitObjectEnvironment(git_dir, commit, config) as env:
-                results = env.run_turn(calls)
-        else:
-            with default_pool().acquire(git_dir, commit) as checkout, RepoToolEnvironment(checkout, config) as env:
-                results = env.run_turn(calls)
+        with open_snapshot(git_dir, commit, args.mode, config=config) as env:
+            results = env.run_turn(calls)
     if args.json:
         keys = ("name", "ok", "output", "error", "truncated", "latency_ms")
         print(json.dumps([{k: r.to_dict()[k] for k in keys} for r in results], indent=2))
@@ -89,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--repo", help="git dir (bare or not); default: the largest default-set repository")
     p.add_argument("--commit", help="commit to serve (default: HEAD, or the default-set task commit)")
     p.add_argument("--dir", help="serve a plain directory instead (e.g. your live checkout)")
-    p.add_argument("--mode", choices=("worktree", "objects"), default="worktree")
+    p.add_argument("--mode", choices=("objects", "worktree"), default="objects",
+                   help="objects: checkout-free (default); worktree: a pooled checkout (answers are identical)")
     p.add_argument("--timeout", type=float, default=10.0, help="per-call timeout in seconds")
     p.add_argument("--json", action="store_true", help="print {name, ok, output, error, truncated, latency_ms} list")
     p.set_defaults(func=_tool)

@@ -16,15 +16,17 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
-import subprocess
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from codegrep.env.gitobjects import git, resolve_commit
+from codegrep.env.gitcmd import git, resolve_commit
+
+logger = logging.getLogger(__name__)
 
 
 def _tree_bytes(path: Path) -> int:
@@ -140,31 +142,33 @@ class WorktreePool:
             hold.unlock()
             hold.lock(fcntl.LOCK_EX)  # one creator; everyone else waits here
             if not ready.exists():
-                self._create(key, git_dir, sha)
+                self._create(key, git_dir, sha, hold.fd)
                 created = True
             hold.unlock()  # flock cannot downgrade atomically: loop and re-check under LOCK_SH
         if created:
             self.evict(keep=key)
         return hold
 
-    def _create(self, key: str, git_dir: Path, sha: str) -> None:
+    def _create(self, key: str, git_dir: Path, sha: str, hold_fd: int) -> None:
         path = self.root / key
         (self.root / "mirrors" / self.mirror_id(git_dir)).write_text(str(git_dir))
-        with self._gitlock(git_dir):
+        with self._gitlock(git_dir) as gitlock_fd:
             if path.exists() or os.path.lexists(path):
                 self._remove_worktree(git_dir, path)
-            git(git_dir, "worktree", "add", "--detach", "--force", str(path), sha)
+            # git inherits both locks: if this process is killed, an orphaned `git worktree add` still holds
+            # them, so nobody removes or recreates the directory it is filling until it exits
+            git(git_dir, "worktree", "add", "--detach", "--force", str(path), sha, pass_fds=(hold_fd, gitlock_fd))
         marker = {"git_dir": str(git_dir), "commit": sha, "bytes": _tree_bytes(path), "pid": os.getpid()}
         tmp = self.root / f"{key}.ready.tmp{os.getpid()}.{threading.get_ident()}"
         tmp.write_text(json.dumps(marker))
         os.replace(tmp, self.root / f"{key}.ready")
 
     @contextmanager
-    def _gitlock(self, git_dir: Path) -> Iterator[None]:
+    def _gitlock(self, git_dir: Path) -> Iterator[int]:
         lock = _Flock(self.root / f"{self.mirror_id(git_dir)}.gitlock")
         lock.lock(fcntl.LOCK_EX)
         try:
-            yield
+            yield lock.fd
         finally:
             lock.close()
 
@@ -173,9 +177,7 @@ class WorktreePool:
             git(git_dir, "worktree", "remove", "--force", "--force", str(path))
         except RuntimeError:
             pass
-        shutil.rmtree(path, ignore_errors=True)
-        if os.path.lexists(path):
-            os.unlink(path)
+        _remove_path(path)
         git(git_dir, "worktree", "prune")
 
     # --- eviction, recovery, inspection ------------------------------------------------------------
@@ -221,7 +223,7 @@ class WorktreePool:
                 with self._gitlock(git_dir):
                     self._remove_worktree(git_dir, self.root / key)
             else:
-                shutil.rmtree(self.root / key, ignore_errors=True)
+                _remove_path(self.root / key)
             (self.root / f"{key}.lock").unlink(missing_ok=True)
         finally:
             lock.close()
@@ -245,26 +247,49 @@ class WorktreePool:
         return out
 
     def recover(self) -> dict[str, int]:
-        """Clean what killed processes left: half-made or orphan worktrees, stale lock files, git's list."""
-        stats = {"worktrees": 0, "orphans": 0, "locks": 0}
+        """Clean what killed processes left: half-made or orphan worktrees, stale lock files, git's list.
+
+        Never raises into the (healthy) caller: anything held by a live process, including an orphaned
+        ``git worktree add`` that inherited its killed parent's lock, is skipped and left to a later
+        recovery; any other failure on one entry is logged, counted under ``skipped`` and passed over.
+        """
+        stats = {"worktrees": 0, "orphans": 0, "locks": 0, "skipped": 0}
+
+        def attempt(kind: str, fn: Any, *args: Any) -> None:
+            try:
+                stats[kind] += int(fn(*args))
+            except (OSError, RuntimeError) as exc:
+                stats["skipped"] += 1
+                logger.warning("worktree pool recovery skipped an entry: %s", exc)
+
         with self._global():
             for git_dir in self.mirrors():
-                for path in self._git_worktrees(git_dir):
+                try:
+                    listed = self._git_worktrees(git_dir)
+                except RuntimeError as exc:
+                    stats["skipped"] += 1
+                    logger.warning("worktree pool recovery skipped %s: %s", git_dir, exc)
+                    continue
+                for path in listed:
                     if not (self.root / f"{path.name}.ready").exists() or not path.is_dir():
-                        stats["worktrees"] += self._try_remove(path.name, git_dir)
-                with self._gitlock(git_dir):
-                    git(git_dir, "worktree", "prune")
-            for path in self.root.iterdir():
+                        attempt("worktrees", self._try_remove, path.name, git_dir)
+                attempt("worktrees", self._prune, git_dir)
+            for path in list(self.root.iterdir()):
                 name = path.name
                 if path.is_dir() and name != "mirrors" and not (self.root / f"{name}.ready").exists():
-                    stats["orphans"] += self._try_remove(name, None)
+                    attempt("orphans", self._try_remove, name, None)
                 elif name.endswith(".ready") and not (self.root / path.stem).is_dir():
-                    stats["orphans"] += self._try_remove(path.stem, None)
+                    attempt("orphans", self._try_remove, path.stem, None)
                 elif ".ready.tmp" in name:  # a creator died between writing and renaming its marker
-                    stats["locks"] += self._try_unlink(self.root / f"{name.split('.ready.tmp')[0]}.lock", path)
+                    attempt("locks", self._try_unlink, self.root / f"{name.split('.ready.tmp')[0]}.lock", path)
                 elif name.endswith(".lock") and name != "pool.lock" and not (self.root / name[:-5]).exists():
-                    stats["locks"] += self._try_unlink(path, path)
+                    attempt("locks", self._try_unlink, path, path)
         return stats
+
+    def _prune(self, git_dir: Path) -> int:
+        with self._gitlock(git_dir):
+            git(git_dir, "worktree", "prune")
+        return 0
 
     @staticmethod
     def _try_unlink(lock_path: Path, path: Path) -> int:
@@ -291,6 +316,22 @@ class WorktreePool:
         live = {e["key"] for e in self.entries()}
         return [str(p) for g in self.mirrors() for p in self._git_worktrees(g)
                 if p.name not in live or not p.is_dir()]
+
+
+def _remove_path(path: Path) -> None:
+    """Remove a file, link or directory tree; tolerant of entries vanishing (or appearing) meanwhile."""
+    for _ in range(5):
+        if not os.path.lexists(path):
+            return
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return
+    if os.path.lexists(path):
+        raise OSError(f"could not remove {path}: it keeps changing (a process still writing into it?)")
 
 
 _DEFAULT_POOL: WorktreePool | None = None

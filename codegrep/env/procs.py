@@ -26,8 +26,11 @@ def find_rg() -> str:
 
 
 # Bounds concurrent tool subprocesses in this process (64 rollouts x 8 parallel calls would otherwise
-# start 512 ripgreps on 2 cores); waiting for a slot counts against the call's timeout.
+# start 512 ripgreps on 2 cores). Waiting for a slot is backpressure, not a slow pattern: it shows in the
+# call's latency but not against its timeout, which bounds the process's own run time (a regex bomb is
+# still killed after ``timeout_s``). The wait itself is bounded by ``QUEUE_TIMEOUT_S``.
 MAX_PROCS = int(os.environ.get("CODEGREP_MAX_PROCS", 0)) or 2 * (os.cpu_count() or 2) + 2
+QUEUE_TIMEOUT_S = float(os.environ.get("CODEGREP_QUEUE_TIMEOUT_S", 600))
 _SLOTS = threading.BoundedSemaphore(MAX_PROCS)
 
 
@@ -57,12 +60,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def run_capped(cmd: list[str], cwd: Path | str | None, timeout_s: float, cap_bytes: int,
                stdin: bytes | None = None) -> Captured:
-    """Run ``cmd`` with a deadline, reading at most ``cap_bytes`` of stdout; never raises on timeout."""
-    deadline = time.monotonic() + timeout_s
-    if not _SLOTS.acquire(timeout=timeout_s):
+    """Run ``cmd`` for at most ``timeout_s`` once a slot is free, reading at most ``cap_bytes`` of stdout;
+    never raises on timeout."""
+    if not _SLOTS.acquire(timeout=QUEUE_TIMEOUT_S):
         return Captured(b"", b"", None, timed_out=True)
     try:
-        return _run(cmd, cwd, deadline, cap_bytes, stdin)
+        return _run(cmd, cwd, time.monotonic() + timeout_s, cap_bytes, stdin)
     finally:
         _SLOTS.release()
 

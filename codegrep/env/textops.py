@@ -118,3 +118,28 @@ def numbered(lines: list[str], start: int, max_chars: int) -> list[str]:
     ['     9\\timport os', '    10\\tx = 1']
     """
     return [f"{n:>6}\t{clip_line(text, max_chars)}" for n, text in enumerate(lines, start)]
+
+
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\"}
+
+
+def display_path(raw: bytes) -> str:
+    """How a file name is shown to the model (and accepted back): itself when it is clean UTF-8 text,
+    else an escaped form, so a newline cannot split one name into two and a non-UTF-8 byte stays readable.
+
+    >>> print(display_path(b"src/mod.py"), display_path(b"a\\nb.py"), display_path(b"caf\\xe9.txt"))
+    src/mod.py a\\nb.py caf\\xe9.txt
+    """
+    try:
+        text = raw.decode("utf-8")
+        if not any(ord(c) < 32 or c == "\x7f" for c in text):
+            return text
+    except UnicodeDecodeError:
+        pass
+    out = []
+    for c in raw.decode("utf-8", "surrogateescape"):
+        if 0xDC80 <= ord(c) <= 0xDCFF:  # an undecodable byte
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        else:
+            out.append(_ESCAPES.get(c, f"\\x{ord(c):02x}" if ord(c) < 32 or c == "\x7f" else c))
+    return "".join(out)

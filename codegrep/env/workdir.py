@@ -1,59 +1,92 @@
-"""The tools over a directory: a pooled worktree, or a user's live (possibly uncommitted) checkout.
+"""The tools over a directory: a pooled worktree (a committed snapshot) or a user's live checkout.
 
-grep and the file listing use ripgrep: ``.git`` is skipped, ignore files (``.gitignore``) are respected
-so a live checkout's virtualenvs and build outputs stay out, symlinks are not followed while walking,
-and an explicit path is checked with :func:`codegrep.env.sandbox.resolve_inside` first.
+The listing is ``rg --files --null`` (``.git`` skipped, symlinks not followed while walking). A pooled
+worktree is a committed snapshot, so every committed file is listed (``--no-ignore``: the agent sees the
+same files as in checkout-free mode, including committed files that match ``.gitignore``); a live
+checkout (``snapshot=False``, the MCP server) applies its ignore files so virtualenvs and build outputs
+stay out, and is re-listed on every call because it changes. An explicit path is checked with
+:func:`codegrep.env.sandbox.resolve_inside` first.
 """
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
-from codegrep.env.base import ToolEnvironmentBase
+from codegrep.env import textops
+from codegrep.env.base import Listing, ToolEnvironmentBase
+from codegrep.env.config import ToolConfig
+from codegrep.env.contract import ToolError
 from codegrep.env.procs import find_rg, run_capped
 from codegrep.env.sandbox import resolve_inside
-from codegrep.env.tools import ToolConfig, ToolError
 
-_RG_COMMON = ["--no-config", "--color=never", "--hidden", "--glob=!.git"]
+
+def is_pool_worktree(root: Path) -> bool:
+    """Whether ``root`` is a ready worktree of a :class:`codegrep.env.pool.WorktreePool` (its marker sits beside it)."""
+    return (root.parent / f"{root.name}.ready").is_file()
 
 
 class RepoToolEnvironment(ToolEnvironmentBase):
-    """grep/glob/read over the files under ``root``."""
+    """grep/glob/read over the files under ``root``; ``snapshot``: the directory does not change (a pooled
+    worktree: list once, every committed file); False: a live checkout (re-listed, ignore files applied);
+    None: decide by :func:`is_pool_worktree`, so a retriever handed a pool checkout sees what objects mode sees."""
 
-    def __init__(self, root: Path | str, config: ToolConfig | None = None) -> None:
+    def __init__(self, root: Path | str, config: ToolConfig | None = None, snapshot: bool | None = None) -> None:
         super().__init__(config)
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise FileNotFoundError(f"repository directory not found: {self.root}")
         self.rg = find_rg()
+        self.snapshot = is_pool_worktree(self.root) if snapshot is None else snapshot
+        self._cached: Listing | None = None
+        self._lock = threading.Lock()
 
-    def _target(self, rel: str) -> Path:
-        target = resolve_inside(self.root, rel)
-        if not target.exists():
-            raise ToolError(f"{rel} does not exist in the repository")
-        return target
-
-    def _rg(self, args: list[str], rel: str) -> tuple[list[str], bool]:
-        if rel:
-            self._target(rel)
-        cmd = [self.rg, *_RG_COMMON, *args, "--", rel] if rel else [self.rg, *_RG_COMMON, *args]
-        cap = run_capped(cmd, self.root, self.config.timeout_s, self.config.capture_bytes)
+    def _listing(self) -> Listing:
+        with self._lock:
+            if self._cached is not None:
+                return self._cached
+        cmd = [self.rg, "--no-config", "--files", "--null", "--hidden", "--glob=!.git"]
+        cmd += ["--no-ignore"] if self.snapshot else []
+        cap = run_capped(cmd, self.root, self.config.timeout_s, 1 << 62)
         if cap.timed_out:
-            raise ToolError(f"timed out after {self.config.timeout_s:g}s; use a simpler pattern or a narrower path")
-        if cap.returncode not in (0, 1, None) and not cap.stdout:
-            msg = cap.stderr.decode("utf-8", "replace").strip()
-            if msg.startswith("rg: No files were searched"):  # every file filtered (include, size): no match
-                return [], False
-            raise ToolError(msg.replace(self.rg, "rg")[:1000] or f"rg failed with status {cap.returncode}")
-        lines = cap.stdout.decode("utf-8", "replace").split("\n")
-        return lines[:-1], cap.capped  # the last piece is empty, or a partial line when capped
+            raise ToolError(f"listing the repository timed out after {self.config.timeout_s:g}s")
+        raws = [p[2:] if p.startswith(b"./") else p for p in cap.stdout.split(b"\0") if p]
+        listing = Listing({textops.display_path(raw): raw for raw in raws})
+        if self.snapshot:
+            with self._lock:
+                self._cached = listing
+        return listing
 
-    def _files(self, rel: str) -> list[str]:
-        lines, _ = self._rg(["--files", "--sort=path"], rel)
-        return lines
+    def _size(self, name: str) -> int:
+        listing = self._listing()
+        if listing.sizes is None:
+            listing.sizes = {}
+        if name not in listing.sizes:
+            try:
+                listing.sizes[name] = os.lstat(self.root / os.fsdecode(listing.disk[name])).st_size
+            except OSError:
+                listing.sizes[name] = 0  # vanished from a live checkout: ripgrep will say nothing
+        return listing.sizes[name]
+
+    def _search_cwd(self) -> str:
+        return str(self.root)
+
+    def _fs(self, rel: str) -> Path:
+        listing = self._listing()
+        raw = listing.disk.get(rel)
+        return resolve_inside(self.root, os.fsdecode(raw) if raw is not None else rel)
+
+    def _canonical(self, rel: str) -> str:
+        target = self._fs(rel)
+        return textops.display_path(os.fsencode(target.relative_to(self.root.resolve()).as_posix()))
+
+    def _exists(self, rel: str) -> bool:
+        return self._fs(rel).exists()
 
     def _read_bytes(self, rel: str) -> bytes:
-        target = self._target(rel)
+        target = self._fs(rel)
+        if not target.exists():
+            raise ToolError(f"{rel} does not exist in the repository")
         if target.is_dir():
             raise ToolError(f"{rel} is a directory; use glob to list its files")
         if not target.is_file():
@@ -64,12 +97,3 @@ class RepoToolEnvironment(ToolEnvironmentBase):
         fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as fh:
             return fh.read(self.config.max_file_bytes + 1)
-
-    def _grep_lines(self, pattern, rel, include, ignore_case, context):
-        args = ["--no-heading", "--with-filename", "--line-number", "--sort=path",
-                f"--max-filesize={self.config.max_file_bytes}",
-                f"--max-columns={self.config.max_line_chars}", "--max-columns-preview"]
-        args += ["--ignore-case"] if ignore_case else []
-        args += [f"--context={context}"] if context else []
-        args += [f"--glob={include}"] if include else []
-        return self._rg([*args, "-e", pattern], rel)

@@ -203,8 +203,13 @@ def build_server(config: ServeConfig, finder: FileFinder | None = None) -> MCPSe
 
 
 def serve_stdio(config: ServeConfig) -> None:
-    """Run the server on stdin/stdout until the client disconnects."""
-    build_server(config).run("stdio")
+    """Run the server on stdin/stdout until the client disconnects; a malformed line gets a JSON-RPC
+    error reply (``-32700``/``-32600``) instead of silence (``codegrep.serve.transport``)."""
+    import anyio
+
+    from codegrep.serve.transport import serve_checked_stdio
+
+    anyio.run(serve_checked_stdio, build_server(config))
 
 
 def answer_once(config: ServeConfig, query: str, max_files: int = 10, commit: str | None = None) -> str:

@@ -1,0 +1,128 @@
+"""A content-addressed store of blob files, shared by every commit, process and epoch of a repository.
+
+Checkout-free mode answers ``read`` and ``glob`` from git objects directly; ``grep`` runs ripgrep over the
+blob files of this store (``<root>/<mirror-id>/<sha[:2]>/<sha[2:]>``). A blob is written once, by whoever
+needs it first (``git cat-file --batch``, a temp file, then an atomic rename), and never changes, so a
+killed writer leaves at most a temp file and readers never see half a blob. Commits of one repository share
+most blobs, so a new commit costs only its changed files. Writers of one store take its ``.lock`` (threads
+via a lock, processes via ``flock``) so that concurrent rollouts do not write the same blobs twice.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Iterable
+
+_STORES: dict[tuple[str, str], "BlobStore"] = {}
+_STORES_LOCK = threading.Lock()
+_BACKGROUND: list[threading.Thread] = []
+
+
+def wait_background() -> None:
+    """Join every background filling started in this process (before deleting a store, or at exit)."""
+    while _BACKGROUND:
+        _BACKGROUND.pop().join()
+
+
+def store_for(git_dir: Path | str, root: Path | str | None = None) -> "BlobStore":
+    """The process-wide store of ``git_dir`` under ``root`` (default ``cache_dir()/blobs``)."""
+    if root is None:
+        from codegrep.config import cache_dir
+
+        root = cache_dir() / "blobs"
+    key = (str(Path(git_dir).resolve()), str(Path(root).resolve()))
+    with _STORES_LOCK:
+        if key not in _STORES:
+            _STORES[key] = BlobStore(Path(key[1]), Path(key[0]))
+        return _STORES[key]
+
+
+class BlobStore:
+    """Blob files of one repository; :meth:`ensure` writes the missing ones."""
+
+    def __init__(self, root: Path, git_dir: Path) -> None:
+        self.git_dir = git_dir
+        self.dir = root / hashlib.sha1(str(git_dir).encode()).hexdigest()[:10]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._have: set[str] = set()
+        self._lock = threading.Lock()
+        self._started: set[str] = set()
+        self._started_lock = threading.Lock()
+
+    @staticmethod
+    def relpath(sha: str) -> bytes:
+        """Path of a blob relative to :attr:`dir` (what ripgrep is given)."""
+        return f"{sha[:2]}/{sha[2:]}".encode()
+
+    def ensure(self, shas: Iterable[str]) -> int:
+        """Write every blob of ``shas`` not yet in the store; returns how many were written."""
+        todo = [s for s in dict.fromkeys(shas) if s not in self._have]
+        if not todo:
+            return 0
+        with self._lock:
+            todo = [s for s in todo if s not in self._have]
+            missing = [s for s in todo if not (self.dir / os.fsdecode(self.relpath(s))).exists()]
+            written = 0
+            if missing:
+                fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)  # another process may be writing the same blobs
+                    missing = [s for s in missing if not (self.dir / os.fsdecode(self.relpath(s))).exists()]
+                    written = self._write(missing)
+                finally:
+                    os.close(fd)
+            self._have.update(todo)
+        return written
+
+    def ensure_in_background(self, key: str, shas: list[str]) -> None:
+        """Start :meth:`ensure` on a daemon thread, once per ``key`` (a commit) in this process."""
+        with self._started_lock:
+            if key in self._started:
+                return
+            self._started.add(key)
+        thread = threading.Thread(target=self._quiet_ensure, args=(shas,), daemon=True, name="codegrep-blobs")
+        thread.start()
+        _BACKGROUND[:] = [t for t in _BACKGROUND if t.is_alive()] + [thread]
+
+    def _quiet_ensure(self, shas: list[str]) -> None:
+        try:
+            self.ensure(shas)
+        except Exception:  # the foreground ensure() of the first grep retries and reports
+            pass
+
+    def _write(self, shas: list[str]) -> int:
+        if not shas:
+            return 0
+        proc = subprocess.Popen(["git", "-C", str(self.git_dir), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        feeder = threading.Thread(target=self._feed, args=(proc, shas), daemon=True)
+        feeder.start()
+        suffix = f".tmp{os.getpid()}.{threading.get_ident()}"
+        try:
+            for sha in shas:
+                header = proc.stdout.readline().split()
+                if len(header) != 3:
+                    raise RuntimeError(f"git cat-file --batch answered {header!r} for {sha} in {self.git_dir}")
+                data = proc.stdout.read(int(header[2]) + 1)[:-1]
+                dest = self.dir / os.fsdecode(self.relpath(sha))
+                dest.parent.mkdir(exist_ok=True)
+                tmp = dest.with_name(dest.name + suffix)
+                tmp.write_bytes(data)
+                os.replace(tmp, dest)
+        finally:
+            feeder.join()
+            proc.stdout.close()
+            proc.wait()
+        return len(shas)
+
+    @staticmethod
+    def _feed(proc: subprocess.Popen, shas: list[str]) -> None:
+        try:
+            proc.stdin.write("".join(s + "\n" for s in shas).encode())
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
