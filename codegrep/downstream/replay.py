@@ -70,6 +70,8 @@ class Trace:
     """Files the agent created itself (scripts): never used as distractors."""
     chars_per_token: float | None = None
     """Characters per prompt token of the first prompt (measured)."""
+    issue_chars: int | None = None
+    """Characters of the issue text the agent was given (an instance covariate of the observational fit)."""
 
     @property
     def rounds(self) -> int:
@@ -113,9 +115,9 @@ class ReplayParams:
 
     def with_overrides(self, values: dict[str, Any] | None) -> "ReplayParams":
         """Config values override measured ones (unknown keys raise)."""
-        unknown = set(values or {}) - set(self.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"downstream.replay.params: unknown key(s) {sorted(unknown)}")
+        from codegrep.config import check_keys
+
+        check_keys(values, self.__dataclass_fields__, "downstream.replay.params")
         return ReplayParams(**{**self.__dict__, **{k: v for k, v in (values or {}).items() if v is not None}})
 
 
@@ -218,15 +220,6 @@ class ReplayAgent:
         self.traces = {t.instance_id: t for t in traces}
         self.params = params or measure_params(traces)
         self.rng = np.random.default_rng(seed)
-
-    @classmethod
-    def from_config(cls, section: dict[str, Any], seed: int = 0) -> "ReplayAgent":
-        from codegrep.downstream.traces import load_traces
-
-        replay_cfg = section.get("replay") or {}
-        traces = load_traces(replay_cfg)
-        params = measure_params(traces).with_overrides(replay_cfg.get("params"))
-        return cls(traces, params, seed=int(replay_cfg.get("seed", seed)))
 
     def has(self, instance_id: str) -> bool:
         return instance_id in self.traces

@@ -1,7 +1,8 @@
 """Recorded mini-swe-agent rollouts -> replay ``Trace``s (per-step measured tokens, views, observations).
 
-Commands are parsed into file events by the CATM shell parser (``codegrep.mining.shell``); token
-usage comes from each model call's recorded ``usage``. Gold files come, in this order, from a task
+Files are read by THE mini-swe-agent reader (``codegrep.mining.formats.minisweagent.read``: commands,
+observations, per-call usage); commands are parsed into file events by the CATM shell parser
+(``codegrep.mining.shell``). Gold files come, in this order, from a task
 file naming the instance (its reference patch), from the CATM record's patch files, or, for a
 resolved rollout only, from the files its own accepted patch touches.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -19,35 +19,13 @@ from codegrep.downstream.replay import Trace, observed_paths, steps_from_usage
 from codegrep.metrics import dedupe
 
 _SEARCH_KINDS = ("search", "find", "list")
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-SHARED_TRAJECTORIES = SHARED_DATA / "trajectories" / "mini-swe-agent"
-SHARED_VERIFIED = SHARED_DATA / "swebench_verified.jsonl"
 
 
-def _commands(message: dict[str, Any]) -> list[str]:
-    """Shell commands of one assistant message (``bash`` fences of 1.x, tool calls of 2.x)."""
-    from codegrep.mining.formats.base import content_text
-    from codegrep.mining.formats.minisweagent import _ACTION
-
-    calls = message.get("tool_calls") or []
-    if calls:
-        out = []
-        for call in calls:
-            args = (call.get("function") or {}).get("arguments") or "{}"
-            try:
-                out.append(str((json.loads(args) if isinstance(args, str) else args).get("command", "")))
-            except (ValueError, AttributeError):
-                continue
-        return out
-    blocks = _ACTION.findall(content_text(message.get("content")))
-    return blocks if len(blocks) == 1 else []  # mini-swe-agent runs nothing on a format error
-
-
-def _step_views(commands: Sequence[str], step: int) -> tuple[tuple[str, ...], bool, bool, set[str]]:
+def _step_views(commands: Sequence[str], step: int, root: str) -> tuple[tuple[str, ...], bool, bool, set[str]]:
     from codegrep.mining.events import in_repo
     from codegrep.mining.shell import parse_shell
 
-    events = [e for c in commands for e in parse_shell(c, step, "/testbed")]
+    events = [e for c in commands for e in parse_shell(c, step, root)]
     views = tuple(dict.fromkeys(e.path for e in events if e.kind == "view" and in_repo(e.path)))
     created = {e.path for e in events if e.kind == "create" and e.path}
     acted = any(e.kind in ("run", "edit", "create", "delete") for e in events)
@@ -55,29 +33,30 @@ def _step_views(commands: Sequence[str], step: int) -> tuple[tuple[str, ...], bo
 
 
 def trace_from_minisweagent(traj: dict[str, Any], gold: Sequence[str], resolved: bool, repo: str = "") -> Trace:
-    """A ``Trace`` from a mini-swe-agent ``.traj.json`` (raises when no call recorded its usage)."""
-    messages = traj.get("messages") or []
+    """A ``Trace`` from a mini-swe-agent ``.traj.json`` mapping, read by THE mini-swe-agent reader
+    (``codegrep.mining.formats.minisweagent.read``); raises when no call recorded its usage."""
+    from codegrep.mining.formats.minisweagent import read
+
+    run = read(traj, str(traj.get("instance_id") or ""))
     usage, views, searched, acted, paths, created = [], [], [], [], [], set()
-    for i, m in enumerate(messages):
-        u = ((m.get("extra") or {}).get("response") or {}).get("usage") if m.get("role") == "assistant" else None
-        if not u:
+    for s in run.steps:
+        if not s.has_usage:
             continue
-        v, s, a, made = _step_views(_commands(m), len(usage))
+        v, srch, a, made = _step_views(s.commands, len(usage), run.root)
         created |= made
         acted.append(a)
-        usage.append((int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)))
+        usage.append((int(s.prompt_tokens or 0), int(s.completion_tokens or 0)))
         views.append(v)
-        searched.append(s)
-        nxt = messages[i + 1] if i + 1 < len(messages) else {}
-        if nxt.get("role") in ("user", "tool"):  # listings, grep hits and tracebacks name real repo files
-            paths += observed_paths(str(nxt.get("content") or ""))
-    iid = str(traj.get("instance_id") or "")
+        searched.append(srch)
+        paths += observed_paths(s.observation)  # listings, grep hits and tracebacks name real repo files
+    iid = run.instance_id
     if not usage:
         raise ValueError(f"trajectory {iid}: no model call recorded token usage")
-    first_chars = sum(len(str(m.get("content") or "")) for m in messages[:2])
+    first_chars = len(run.system) + len(run.task)
     return Trace(instance_id=iid, repo=repo or repo_of(iid), resolved=bool(resolved), gold=dedupe(gold),
                  steps=steps_from_usage(usage, views, searched, acted), observed_paths=paths, created=sorted(created),
-                 chars_per_token=first_chars / usage[0][0] if usage[0][0] else None)
+                 chars_per_token=first_chars / usage[0][0] if usage[0][0] else None,
+                 issue_chars=len(run.problem_statement))
 
 
 def repo_of(instance_id: str) -> str:
@@ -90,31 +69,35 @@ def repo_of(instance_id: str) -> str:
     return f"{owner}/{rest.rsplit('-', 1)[0]}" if rest else ""
 
 
-def _source_dir(src: str) -> Path:
+def _source_dirs(src: str) -> list[Path]:
+    from codegrep.data.shipped import trajectory_dirs
     from codegrep.mining.inputs import embedded_dir
 
-    return {"embedded": embedded_dir() / "mini-swe-agent", "shared": SHARED_TRAJECTORIES}.get(src, Path(src).expanduser())
+    named = {"embedded": [embedded_dir() / "mini-swe-agent"], "shipped": trajectory_dirs()}
+    return named.get(src, [Path(src).expanduser()])
 
 
 def trajectory_files(sources: Iterable[str]) -> list[Path]:
-    """mini-swe-agent ``*.traj.json[.gz]`` files of the sources (``embedded``, ``shared``, dirs, files);
-    missing sources are skipped, and a trajectory present in two sources counts once."""
+    """mini-swe-agent ``*.traj.json[.gz]`` files of the sources (``shipped``: the 400 real runs in ``data/``;
+    ``embedded``: the 15 inside the package; dirs, files); missing sources are skipped, and a trajectory present
+    in two sources counts once."""
     files: list[Path] = []
     for src in sources:
-        root = _source_dir(str(src))
-        if root.is_file():
-            files.append(root)
-        elif root.is_dir():
-            files += sorted(p for p in root.rglob("*") if p.name.endswith((".traj.json", ".traj.json.gz")))
+        for root in _source_dirs(str(src)):
+            if root.is_file():
+                files.append(root)
+            elif root.is_dir():
+                files += sorted(p for p in root.rglob("*") if p.name.endswith((".traj.json", ".traj.json.gz")))
     return list({p.name.removesuffix(".gz"): p for p in files}.values())
 
 
 def gold_index(task_files: Iterable[str]) -> dict[str, list[str]]:
     """instance_id -> files of the reference patch, from task JSONL files that exist (``embedded``: the
-    tasks shipped beside the embedded trajectories; ``shared``: SWE-bench Verified in ``../shared``)."""
+    tasks shipped beside the embedded trajectories; ``verified``: the 500 SWE-bench Verified rows in ``data/``)."""
+    from codegrep.data.shipped import verified_rows_path
     from codegrep.mining.inputs import embedded_dir, open_text
 
-    named = {"embedded": embedded_dir() / "swebench_verified.tasks.jsonl", "shared": SHARED_VERIFIED}
+    named = {"embedded": embedded_dir() / "swebench_verified.tasks.jsonl", "verified": verified_rows_path()}
     out: dict[str, list[str]] = {}
     for f in task_files:
         p = Path(named.get(str(f), f)).expanduser()
@@ -131,13 +114,13 @@ def gold_index(task_files: Iterable[str]) -> dict[str, list[str]]:
 
 def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
     """Traces for every configured trajectory with a known verdict and known gold files."""
-    from codegrep.mining.inputs import open_text, report_beside
+    from codegrep.mining.formats.minisweagent import load
+    from codegrep.mining.inputs import report_beside
 
     gold = gold_index(replay_cfg.get("gold_tasks") or ["embedded"])
     traces, skipped = [], []
     for path in trajectory_files(replay_cfg.get("trajectories") or ["embedded"]):
-        with open_text(path) as fh:
-            traj = json.load(fh)
+        traj = load(path)
         iid = str(traj.get("instance_id") or path.name.split(".traj")[0])
         traj["instance_id"] = iid
         report = report_beside(str(path))
