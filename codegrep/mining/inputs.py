@@ -258,8 +258,7 @@ def report_beside(path: str) -> Any:
         cand = p.parent / name
         if cand.is_file():
             try:
-                with open_text(cand) as fh:
-                    return json.load(fh)
-            except (ValueError, OSError):
+                return read_json(cand)
+            except (ValueError, OSError, EOFError):
                 return None
     return None

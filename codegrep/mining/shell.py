@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from functools import lru_cache
 
 from codegrep.mining.events import Event, repo_path
 
@@ -44,12 +44,14 @@ _VALUED = {
 }
 
 
-@dataclass
 class _Stage:
     """One simple command of a pipeline, its redirections split off."""
 
-    words: list[str] = field(default_factory=list)
-    writes: list[tuple[str, bool]] = field(default_factory=list)  # (path, append)
+    __slots__ = ("words", "writes")
+
+    def __init__(self, words: list[str] | None = None):
+        self.words: list[str] = [] if words is None else words
+        self.writes: list[tuple[str, bool]] = []  # (path, append)
 
 
 def strip_heredocs(command: str) -> str:
@@ -60,16 +62,24 @@ def strip_heredocs(command: str) -> str:
     """
     if "<<" not in command:
         return command
-    out, lines, i = [], command.split("\n"), 0
-    while i < len(lines):
-        line, markers = lines[i], _HEREDOC.findall(lines[i])
+    out, pos, n = [], 0, len(command)
+    while pos <= n:  # line by line; a body is skipped in one search for its terminator line
+        end = command.find("\n", pos)
+        end = n if end == -1 else end
+        line = command[pos:end]
+        markers = _HEREDOC.findall(line) if "<<" in line else ()
         out.append(_HEREDOC.sub("", line) if markers else line)
-        i += 1
+        pos = end + 1
         for _, marker in markers:
-            while i < len(lines) and lines[i].strip() != marker:
-                i += 1
-            i += 1
+            found = _terminator(marker).search(command, pos)
+            pos = found.end() + 1 if found else n + 1
     return "\n".join(out)
+
+
+@lru_cache(maxsize=256)
+def _terminator(marker: str) -> re.Pattern[str]:
+    """A heredoc's closing line: the marker alone (``line.strip() == marker``)."""
+    return re.compile(rf"^[^\S\n]*{re.escape(marker)}[^\S\n]*$", re.M)
 
 
 def _unquote(word: str) -> str:
@@ -104,12 +114,14 @@ def tokenize(command: str) -> list[str]:
 
 def _split(tokens: list[str]) -> list[list[_Stage]]:
     """Tokens -> pipelines of stages, redirection targets attached to their stage."""
-    pipelines: list[list[_Stage]] = [[_Stage()]]
+    pipelines: list[list[_Stage]] = []
+    stage = _Stage()
+    pipe = [stage]
     i, n = 0, len(tokens)
     while i < n:
         tok = tokens[i]
         if not tok or tok[0] not in _OP_START:  # a plain word (the common case)
-            pipelines[-1][-1].words.append(tok)
+            stage.words.append(tok)
             i += 1
             continue
         if (("<" in tok or ">" in tok) and _REDIRECT.match(tok)) or (
@@ -119,19 +131,27 @@ def _split(tokens: list[str]) -> list[list[_Stage]]:
                 continue
             target = tokens[i + 1] if i + 1 < n else ""
             if ">" in tok and not target.isdigit() and not set(target) <= _SEPARATORS:
-                pipelines[-1][-1].writes.append((target, ">>" in tok))
+                stage.writes.append((target, ">>" in tok))
             i += 2 if target and not set(target) <= _SEPARATORS else 1
             continue
         if not tok.strip(_SEPARATOR_CHARS):  # every character a separator
-            last = pipelines[-1]
             if tok.strip("\n") == "|" or tok == "|&":
-                last.append(_Stage())
-            elif len(last) > 1 or last[0].words or last[0].writes:
-                pipelines.append([_Stage()])
+                stage = _Stage()
+                pipe.append(stage)
+            elif len(pipe) > 1 or stage.words or stage.writes:
+                pipelines.append(pipe)
+                stage = _Stage()
+                pipe = [stage]
         else:
-            pipelines[-1][-1].words.append(tok)
+            stage.words.append(tok)
         i += 1
-    return [[s for s in p if s.words or s.writes] for p in pipelines if any(s.words or s.writes for s in p)]
+    pipelines.append(pipe)
+    out = []
+    for p in pipelines:
+        kept = [s for s in p if s.words or s.writes]
+        if kept:
+            out.append(kept)
+    return out
 
 
 def _positionals(args: list[str], valued: set[str]) -> tuple[list[str], dict[str, str]]:
@@ -162,15 +182,20 @@ def _positionals(args: list[str], valued: set[str]) -> tuple[list[str], dict[str
 class _Context:
     """Per-command state: repository root, working directory (repo-relative), step, root fallback."""
 
-    def __init__(self, step: int, root: str | None, cwd: str):
+    def __init__(self, step: int, root: str | None, cwd: str, paths: dict | None = None):
         self.step, self.root, self.cwd = step, root, cwd
         self.piped = False  # the current stage reads another command's output
+        self.paths = {} if paths is None else paths  # (raw, cwd) -> path, shared by one run's commands
 
     def path(self, raw: str) -> str | None:
+        key = (raw, self.cwd)
+        if key in self.paths:
+            return self.paths[key]
         p = repo_path(raw, self.root)
-        if p is None or p.startswith("/") or not self.cwd or raw.startswith("/"):
-            return p
-        return repo_path(posixpath.join(self.cwd, p))
+        if not (p is None or p.startswith("/") or not self.cwd or raw.startswith("/")):
+            p = repo_path(posixpath.join(self.cwd, p))
+        self.paths[key] = p
+        return p
 
     def event(self, kind: str, raw_path: str | None = None, **kw) -> Event:
         return Event(kind, self.step, self.path(raw_path) if raw_path is not None else None, **kw)
@@ -290,11 +315,52 @@ def _attach_range(events: list[Event], stage: _Stage) -> None:
         views[-1].lines = lines
 
 
+_PLAIN = frozenset(";&|\n()<>'\"\\")  # a command free of these is whitespace-separated words and nothing else
+
+
+def _pipelines(command: str) -> list[list[_Stage]]:
+    """``_split(tokenize(strip_heredocs(command)))``; a command of plain words (a third of real ones:
+    ``cat a.py``, ``python x.py``) skips the tokeniser: its words are ``command.split()``."""
+    if _PLAIN.isdisjoint(command):
+        words = command.split()
+        return [[_Stage(words)]] if words else []
+    return _split(tokenize(strip_heredocs(command)))
+
+
+class ShellParser:
+    """``parse_shell`` for the commands of ONE run (same root): a command seen before in the run (a rerun
+    ``python reproduce.py``, a second ``cat a.py``) and a path seen before are not parsed again. Scoped to a
+    run on purpose: nothing is shared between trajectories.
+
+    >>> p = ShellParser("/testbed")
+    >>> [(e.kind, e.step, e.path) for e in p("cat /testbed/a.py", 0) + p("cat /testbed/a.py", 4)]
+    [('view', 0, 'a.py'), ('view', 4, 'a.py')]
+    """
+
+    def __init__(self, root: str | None = None):
+        self.root = root
+        self.commands: dict[tuple[str, str], list[tuple]] = {}
+        self.paths: dict[tuple[str, str], str | None] = {}
+
+    def __call__(self, command: str, step: int = 0, cwd: str = "") -> list[Event]:
+        key = (command, cwd)
+        done = self.commands.get(key)
+        if done is None:
+            events = _parse_shell(command, step, self.root, cwd, self.paths)
+            self.commands[key] = [(e.kind, e.path, e.pattern, e.lines, e.command) for e in events]
+            return events
+        return [Event(kind, step, path, pattern, lines, cmd) for kind, path, pattern, lines, cmd in done]
+
+
 def parse_shell(command: str, step: int = 0, root: str | None = None, cwd: str = "") -> list[Event]:
     """Events of one bash command line (several commands, pipes and heredocs allowed)."""
-    ctx = _Context(step, root, cwd)
+    return _parse_shell(command, step, root, cwd)
+
+
+def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dict | None = None) -> list[Event]:
+    ctx = _Context(step, root, cwd, paths)
     events: list[Event] = []
-    for pipeline in _split(tokenize(strip_heredocs(command))):
+    for pipeline in _pipelines(command):
         pipe_events: list[Event] = []
         for i, stage in enumerate(pipeline):
             if i and stage.words:

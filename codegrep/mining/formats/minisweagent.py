@@ -37,7 +37,7 @@ from typing import Any
 
 from codegrep.mining.events import Event
 from codegrep.mining.formats.base import Trajectory, content_text, issue_text, resolution_from_report
-from codegrep.mining.shell import parse_shell
+from codegrep.mining.shell import ShellParser
 
 NAME = "mini-swe-agent"
 ACTION_REGEX = r"```bash\s*\n(.*?)\n```"  # mini-swe-agent 1.x's default action regex
@@ -156,9 +156,10 @@ class Run:
     def events(self) -> list[Event]:
         """File events of the executed commands (``step`` = index among acting calls, as in ``parse``)."""
         out: list[Event] = []
+        parse = ShellParser(self.root)
         for i, s in enumerate(self.actions):
             for c in s.commands:
-                out += parse_shell(c, i, self.root)
+                out += parse(c, i)
         return out
 
 
@@ -180,8 +181,8 @@ def _usage(extra: dict[str, Any]) -> tuple[int | None, int | None, float | None]
         return None, None, float(cost) if isinstance(cost, (int, float)) else None
     if not isinstance(cost, (int, float)):
         cost = usage.get("cost") if isinstance(usage.get("cost"), (int, float)) else None
-    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
-    completion = usage.get("completion_tokens", usage.get("output_tokens"))
+    prompt = usage["prompt_tokens"] if "prompt_tokens" in usage else usage.get("input_tokens")
+    completion = usage["completion_tokens"] if "completion_tokens" in usage else usage.get("output_tokens")
     if prompt is None and completion is None and usage.get("total_tokens") is not None:
         prompt, completion = usage["total_tokens"], 0
     return (int(prompt or 0), int(completion or 0), float(cost) if cost is not None else None)
@@ -207,6 +208,35 @@ def _tool_call_commands(message: dict[str, Any]) -> list[str] | None:
     return out
 
 
+def _bash_blocks(text: str) -> list[str]:
+    r"""``_ACTION.findall(text)`` (``` ```bash\s*\n(.*?)\n``` ```, re.S) with ``str.find``, up to the first two
+    blocks (a turn with two or more ran nothing, so their number does not matter): the regex's lazy
+    ``.*?`` steps through every character of a long block (heredoc bodies), ``find`` does not. Exact: the
+    greedy ``\s*\n`` tries the run's newlines last to first, each with the first ``\n``` `` after it.
+
+    >>> _bash_blocks("a\n```bash\nls\n```\nb ```bash \n\n```"), _bash_blocks("```bash\n```")
+    (['ls', ''], [])
+    """
+    out: list[str] = []
+    i = text.find("```bash")
+    n = len(text)
+    while i != -1 and len(out) < 2:
+        k = i + 7
+        while k < n and text[k].isspace():
+            k += 1
+        q, end = k - 1, -1
+        while q >= i + 7:
+            if text[q] == "\n":
+                e = text.find("\n```", q + 1)
+                if e != -1:
+                    out.append(text[q + 1:e])
+                    end = e + 4
+                    break
+            q -= 1
+        i = text.find("```bash", end if end != -1 else i + 1)
+    return out
+
+
 def _commands(message: dict[str, Any], text: str, regex: re.Pattern[str]) -> tuple[list[str], int]:
     """(commands, version) of an assistant message: ``extra.actions`` (2.x), tool calls (2.x), else the
     one fenced block of the text (1.x; zero or several blocks -> nothing ran)."""
@@ -214,10 +244,13 @@ def _commands(message: dict[str, Any], text: str, regex: re.Pattern[str]) -> tup
     actions = extra.get("actions") if isinstance(extra, dict) else None
     if isinstance(actions, list):
         return [str(a.get("command", "")) for a in actions if isinstance(a, dict)], 2
-    calls = _tool_call_commands(message)
+    calls = _tool_call_commands(message) if "tool_calls" in message else None
     if calls is not None:
         return calls, 2
-    blocks = [b.strip() for b in regex.findall(text)] if "`" in text or regex is not _ACTION else []
+    if regex is _ACTION:
+        blocks = [b.strip() for b in _bash_blocks(text)] if "`" in text else []
+    else:
+        blocks = [b.strip() for b in regex.findall(text)]
     return (blocks if len(blocks) == 1 else []), 1
 
 
