@@ -98,7 +98,7 @@ def test_paper_config_keys_are_real_fields():
     from codegrep.rl.trainer import CodeGrepArgs
 
     known = {f.name for f in dataclasses.fields(CodeGrepArgs)} | {f.name for f in dataclasses.fields(GRPOConfig)}
-    for name in ("ci", "smoke", "paper"):
+    for name in ("ci", "smoke", "paper", "study", "study_gpu"):
         data = yaml.safe_load((project_root() / "configs" / "train" / f"{name}.yaml").read_text())
         assert set(data) - {"env"} <= known, (name, set(data) - known)
 
@@ -125,3 +125,148 @@ def test_observation_tokens_follow_chat_template():
     assert ids == expected
     cut = observation_ids(tok, "obs", after_eos=False)
     assert cut[0] == tok.eos_token_id
+
+
+# --- efficiency-layer ablation (issue 15): exact advantage split, scale invariance, gating, bound, probe KL --------
+def _random_batch(rng, groups=6, g=4, tied_every=2):
+    f = rng.choice([0.0, 0.5, 1.0], size=(groups, g))
+    f[::tied_every] = f[::tied_every, :1]  # every other group tied
+    fmt = np.ones_like(f)
+    cost = rng.uniform(0, 1, size=(groups, g))
+    return f.ravel(), fmt.ravel(), cost.ravel()
+
+
+@pytest.mark.parametrize("layer", adv.LAYERS)
+def test_advantage_parts_sum_to_the_layer(layer):
+    f, fmt, cost = _random_batch(np.random.default_rng(0))
+    corr, eff = adv.advantage_parts(f, fmt, cost, 4, layer, 0.3, format_weight=0.2)
+    np.testing.assert_allclose(corr + eff, adv.combined_advantages(f, fmt, cost, 4, layer, 0.3, format_weight=0.2))
+    if layer == "reward":  # the literal definition, independently
+        np.testing.assert_allclose(corr + eff, _trl_group_advantages(f + 0.2 * fmt - 0.3 * cost, 4))
+    if layer == "none":
+        assert not eff.any()
+
+
+def test_scale_invariance_only_when_every_group_ties():
+    rng = np.random.default_rng(1)
+    f = np.repeat(rng.choice([0.0, 1.0], size=5), 4)  # 5 groups of 4, each tied
+    fmt, cost, lam = np.ones_like(f), rng.uniform(0, 1, size=20), 0.1
+    reward = adv.combined_advantages(f, fmt, cost, 4, "reward", lam, format_weight=0.2)
+    advantage = adv.combined_advantages(f, fmt, cost, 4, "advantage", lam, format_weight=0.2)
+    np.testing.assert_allclose(reward * lam, advantage, rtol=1e-2)  # proportional up to eps = 1e-4: same Adam step
+    f2, fmt2, cost2 = _random_batch(rng)  # mixed batch: not proportional
+    r2 = adv.combined_advantages(f2, fmt2, cost2, 4, "reward", lam, format_weight=0.2)
+    a2 = adv.combined_advantages(f2, fmt2, cost2, 4, "advantage", lam, format_weight=0.2)
+    assert r2 @ a2 / (np.linalg.norm(r2) * np.linalg.norm(a2)) < 0.999
+    assert adv.tied_groups(f2 + 0.2 * fmt2, 4)[::2].all()
+
+
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_efficiency_term_bound_is_lambda_g_minus_1_over_sqrt_g(g):
+    rng = np.random.default_rng(g)
+    lam = 0.2
+    bound = lam * adv.max_abs_normalized(g)
+    assert bound == pytest.approx(lam * (g - 1) / np.sqrt(g))
+    for _ in range(200):
+        assert np.abs(adv.efficiency_advantage(rng.uniform(0, 1, g), g, lam)).max() <= bound + 1e-12
+    outlier = adv.efficiency_advantage([1.0] + [0.0] * (g - 1), g, lam)
+    assert np.abs(outlier).max() == pytest.approx(bound, rel=1e-3)  # attained (up to eps)
+    if g > 2:
+        assert bound < lam * np.sqrt(g - 1)  # the bound the module used to state was loose
+
+
+def test_gated_layer_never_rewards_failing_cheaply():
+    f = np.array([0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.5, 0.0])
+    fmt = np.ones(8)
+    cost = np.array([0.1, 0.9, 0.5, 0.2, 0.2, 0.8, 0.1, 0.1])
+    corr, eff = adv.advantage_parts(f, fmt, cost, 4, "gated", 0.1, format_weight=0.2)
+    assert not eff[:4].any()  # all-failed group: the ungated layer would pay the cheapest failure
+    assert adv.efficiency_advantage(cost, 4, 0.1)[:4].any()
+    assert eff[4] > 0 > eff[5] and eff[6] == eff[7] == 0.0  # only among the top-reward rollouts
+    np.testing.assert_allclose(corr, adv.advantage_parts(f, fmt, cost, 4, "advantage", 0.1, format_weight=0.2)[0])
+
+
+def test_exact_probe_kl_matches_torch_and_is_zero_for_the_same_model():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from codegrep.rl.kl import full_vocab_kl, probe_kl
+
+    torch.manual_seed(0)
+    p, q = torch.randn(5, 11), torch.randn(5, 11)
+    expected = torch.nn.functional.kl_div(torch.log_softmax(q, -1), torch.log_softmax(p, -1), log_target=True,
+                                          reduction="none").sum(-1)
+    torch.testing.assert_close(full_vocab_kl(p, q), expected)
+    cfg = GPT2Config(vocab_size=32, n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    ref = GPT2LMHeadModel(cfg).eval()
+    pol = GPT2LMHeadModel(cfg).eval()
+    pol.load_state_dict(ref.state_dict())
+    probes = [{"prompt_ids": [1, 2, 3], "completion_ids": [4, 5, 6, 7], "env_mask": [1, 1, 0, 1]}]
+    assert probe_kl(pol, ref, probes) == pytest.approx(0.0, abs=1e-7)
+    with torch.no_grad():
+        pol.lm_head.weight.add_(0.5 * torch.randn_like(pol.lm_head.weight))
+    cache: list = []
+    kl = probe_kl(pol, ref, probes, ref_cache=cache)
+    with torch.no_grad():  # by hand: positions 2, 3, 5 predict the model tokens 4, 5, 7
+        ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
+        manual = full_vocab_kl(pol(ids).logits[0, [2, 3, 5]], ref(ids).logits[0, [2, 3, 5]]).mean()
+    assert kl == pytest.approx(float(manual), rel=1e-5) and kl > 0
+    assert len(cache) == 1 and probe_kl(pol, ref, probes, ref_cache=cache) == pytest.approx(kl, rel=1e-6)
+
+
+def test_probe_set_bad_row_names_file_and_line(tmp_path):
+    from codegrep.rl.kl import read_probe_set
+
+    path = tmp_path / "probe.jsonl"
+    path.write_text('{"prompt_ids": [1], "completion_ids": [2, 3], "env_mask": [1]}\n')
+    with pytest.raises(ValueError, match="probe.jsonl:1"):
+        read_probe_set(path)
+
+
+def test_paired_endpoint_rule():
+    from codegrep.rl.paired import endpoint, sign_test_p
+
+    less = endpoint([0.01, 0.012, 0.011, 0.009], [0.03, 0.035, 0.033, 0.03])
+    assert less["n_paired_seeds"] == 4 and less["kl_log_ratio_hi"] < 0 and "LESS" in less["verdict"]
+    assert less["sign_test_p"] == pytest.approx(0.125)
+    same = endpoint([1.0, 1.01, 0.99, 1.0, 1.02, 0.98], [1.0] * 6)
+    assert same["verdict"].startswith("no difference")
+    wide = endpoint([0.5, 2.0], [1.0, 1.0])
+    assert wide["verdict"].startswith("inconclusive")
+    zero = endpoint([0.0, 0.0], [0.0, 0.1])  # no drift: the ratio is undefined, never "no difference"
+    assert zero["n_paired_seeds"] == 0 and zero["verdict"].startswith("undefined")
+    assert sign_test_p([1, 1, 1, 1, 1, 1, 1, -1]) == pytest.approx(2 * 9 / 256)
+
+
+def test_ablation_arm_with_main_run_settings_is_recognised_as_the_main_run():
+    """On ci the advantage arm of seed 0 has the main run's settings: the content key must say so (reuse),
+    while another seed or layer must not."""
+    from codegrep.rl import ablation as ab
+    from codegrep.rl.run import parse_train_args
+
+    main_cg, main_grpo = parse_train_args("ci")
+    over = {**ab.design_overrides(main_cg, main_grpo), "name": "x", "out": "/tmp/x", "kl_probe_set": "p.jsonl",
+            "log_update_norm": True, "record_groups": True, "save_final_model": False, "save_strategy": "no",
+            "train_task_ids": ["a", "b"], "warm_start_dir": "/tmp/w"}
+    same = parse_train_args("ci", {**over, "efficiency_layer": main_cg.efficiency_layer, "seed": main_grpo.seed})
+    assert ab._settings(*same) == ab._settings(main_cg, main_grpo)
+    for change in ({"seed": main_grpo.seed + 1}, {"efficiency_layer": "reward"}):
+        other = parse_train_args("ci", {**over, "efficiency_layer": main_cg.efficiency_layer,
+                                        "seed": main_grpo.seed, **change})
+        assert ab._settings(*other) != ab._settings(main_cg, main_grpo)
+    assert ab.arms(main_cg)[0][0] in ("none", "reward")
+    assert sum(layer == "none" for layer, _ in ab.arms(parse_train_args("ci", {"lambda_grid": [0.1, 0.2],
+               "ablation_layers": ["none", "reward"]})[0])) == 1  # none once per seed, whatever the lambdas
+
+
+def test_ablation_designs_are_paired_and_sized_as_documented():
+    import yaml
+
+    from codegrep.config import project_root
+    from codegrep.rl.advantages import LAYERS
+
+    for name, min_seeds in (("ci", 2), ("smoke", 2), ("study", 8), ("study_gpu", 8)):
+        data = yaml.safe_load((project_root() / "configs" / "train" / f"{name}.yaml").read_text())
+        assert len(data["ablation_seeds"]) >= min_seeds, name
+        assert {"reward", "advantage"} <= set(data["ablation_layers"]) <= set(LAYERS), name
+        if name != "ci":  # ci mirrors the main run (2 turns, 1 prompt) so that run is reused, not retrained
+            assert data["ablation_max_turns"] >= 3 and data["ablation_prompts_per_step"] >= 2, name

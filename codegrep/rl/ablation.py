@@ -1,171 +1,413 @@
-"""What notebooks 03/04 call: the main run, before/after evaluation, the efficiency-layer ablation.
+"""What notebook 04 calls: the efficiency-layer ablation (notebook 03's stage is ``codegrep.rl.training_stage``).
 
-Every function reuses finished runs (``done.json``) and cached evaluation rows, so a notebook re-run
-only computes what is missing.
+Design (issue 15), read top to bottom:
+
+1. ``screen_pool``: a few samples per train task from the initial (warm-start) policy; the pool mixes
+   tasks whose samples' rewards differed with tasks whose samples tied, about half each, so batches
+   hold both kinds of group (the only batches where the layers can differ, ``codegrep.rl.advantages``).
+   The same rollouts give the fixed probe set for the exact KL.
+2. ``run_ablation``: per seed, every arm (``none`` once, then each layer x lambda) from the same initial
+   policy, task pool, task order and sampler state. An arm whose settings equal notebook 03's main run
+   is that run, reused (content-keyed), not retrained.
+3. ``endpoints``: the per-seed paired log-ratio of exact probe KL at the last step, 90% t-interval and
+   sign test, and the verdict rule (``codegrep.rl.paired``).
+4. ``mechanism_frame`` / ``arm_similarity``: exact algebra on recorded rollout groups: how each layer
+   splits its advantage between correctness and efficiency, and where the arms' advantages are
+   proportional (identical Adam steps).
+
+Every function reuses finished runs (``done.json``) and cached screens, so a re-run only computes what
+is missing.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from codegrep.rl.advantages import advantage_parts, tied_groups
+from codegrep.rl.paired import endpoint
 from codegrep.rl.run import parse_train_args, train, train_config_path
-from codegrep.rl.trainer import read_metrics
+from codegrep.rl.training_stage import main_run_dir, metrics_frame
 
 PAPER_KL_RATIO = 1 / 3  # the paper: advantage-layer KL drift is "about a third" of the reward layer's
+MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the run itself
+    "name", "out", "resume", "warm_start_dir", "save_final_model", "kl_probe_set", "kl_probe_every",
+    "log_update_norm", "record_groups", "eval_tasks", "lambda_grid", "output_dir", "logging_dir", "save_strategy",
+    "save_steps", "save_total_limit", "run_name", "reward_weights", "disable_tqdm", "logging_steps",
+    "train_tasks", "train_task_ids", "profile", "report_to"}
 
 
 def _runs_dir(artifacts: str | Path | None, cg: Any) -> Path:
     return Path(artifacts) / "train" if artifacts is not None else Path(cg.out)
 
 
-def main_run_dir(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
-    """Where the profile's main training run lives, whether or not it has been trained."""
-    cg, grpo = parse_train_args(train_config_path(cfg["_source"]))
-    return _runs_dir(artifacts, cg) / cg.run_name(grpo.seed)
+def _key(obj: Any) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def main_run(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
-    """The profile's main training run (its train YAML as is), trained once and reused."""
-    run_dir = main_run_dir(cfg, artifacts)
-    if not (run_dir / "done.json").is_file():  # tasks/env come from the notebook's profile, not the YAML's
-        run_dir = train(train_config_path(cfg["_source"]),
-                        {"out": str(run_dir.parent), "profile": cfg["_source"], "name": run_dir.name})
-    return run_dir
+def _settings(cg: Any, grpo: Any) -> dict[str, Any]:
+    """A run's defining settings (both argument sets, JSON-normalised, measurement-only keys dropped)."""
+    both = {**json.loads(json.dumps(asdict(cg) if not isinstance(cg, dict) else cg, default=str)),
+            **json.loads(json.dumps(grpo.to_dict() if not isinstance(grpo, dict) else grpo, default=str))}
+    return {k: v for k, v in both.items() if k not in MEASUREMENT_ONLY and not k.startswith(("ablation_", "hub_",
+                                                                                               "push_to_hub"))}
 
 
-def trained_policy_rows(cfg: dict[str, Any], artifacts: str | Path) -> Path | None:
-    """The evaluation-harness rows of the main run's GRPO policy on the eval split, as notebook 03 wrote
-    them (``policy_evaluation``); None when that has not run. Never trains."""
-    path = Path(artifacts) / "train" / "eval" / main_run_dir(cfg, artifacts).name / "GRPO.jsonl"
-    return path if path.is_file() else None
+def design_overrides(cg: Any, grpo: Any) -> dict[str, Any]:
+    """The ablation's departures from the train YAML: turns, prompts per step, steps."""
+    over: dict[str, Any] = {"max_steps": cg.ablation_max_steps}
+    if cg.ablation_max_turns:
+        over["max_turns"] = cg.ablation_max_turns
+    if cg.ablation_prompts_per_step:
+        over["per_device_train_batch_size"] = cg.ablation_prompts_per_step * grpo.num_generations
+    return over
 
 
-def metrics_frame(run_dir: str | Path) -> pd.DataFrame:
-    """A run's metrics.jsonl as a DataFrame (one row per step, TRL's raw keys dropped)."""
-    return pd.DataFrame([{k: v for k, v in r.items() if k != "trl"} for r in read_metrics(run_dir)])
+# --- 1. the pool and the probe set ---------------------------------------------------------------------------------
+def _train_config(cfg: dict[str, Any], train_config: str | Path | None) -> Path:
+    """The ablation's train YAML: ``train_config`` when given (e.g. ``configs/train/study.yaml``), else the profile's."""
+    if train_config is None:
+        return train_config_path(cfg["_source"])
+    path = Path(train_config)
+    if not path.is_file():
+        from codegrep.config import ConfigError
+
+        raise ConfigError(f"train_config {path}: file not found")
+    return path
 
 
-def policy_evaluation(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
-                      limit: int | None = None) -> pd.DataFrame:
-    """Held-out (eval split) retrieval metrics of the untrained, warm-started and trained policies,
-    through the evaluation harness's ``agent`` retriever. One row per policy."""
-    import json
+def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
+                train_config: str | Path | None = None) -> dict[str, Any]:
+    """Pre-screen every train task with ``ablation_screen_samples`` rollouts of the initial policy; choose
+    the pool (about half tasks whose samples' rewards differed) and write the probe set. Cached by content.
 
-    from codegrep.agent.models import resolve_model
-    from codegrep.config import project_root
+    Returns ``{"pool": [instance ids], "probe_set": path, "screen": path, "n_varied": int, "n_tied": int}``.
+    """
+    config = _train_config(cfg, train_config)
+    cg, grpo = parse_train_args(config)
+    root = _runs_dir(artifacts, cg)
+    over = design_overrides(cg, grpo)
+    k = max(int(cg.ablation_screen_samples), 2)
+    screen_over = {**over, "profile": cfg["_source"], "efficiency_layer": "none", "kl_probe": False,
+                   "num_generations": k, "per_device_train_batch_size": k, "max_steps": 1,
+                   "save_final_model": False, "save_strategy": "no", "warm_start_dir": str(root / "_warm_start")}
+    scg, sgrpo = parse_train_args(config, screen_over)
+    key = _key({"settings": _settings(scg, sgrpo), "pool_size": cg.ablation_pool_size,
+                "probe_size": cg.ablation_probe_size})
+    out = root / "ablation" / f"_screen-{key}"
+    summary_path = out / "pool.json"
+    if summary_path.is_file():
+        return json.loads(summary_path.read_text())
+    from codegrep.rl.run import build_trainer
+
+    out.mkdir(parents=True, exist_ok=True)
+    trainer = build_trainer(scg, sgrpo, out)
+    rows = list(trainer.train_dataset)
+    records = []
+    chunk = 8  # tasks per rollout call: one checkout per task is open at a time within a chunk
+    for start in range(0, len(rows), chunk):
+        batch = [r for r in rows[start:start + chunk] for _ in range(k)]
+        trainer.current_rows = batch
+        result = trainer.rollout_func([r["prompt"] for r in batch], trainer)
+        for i, (row, score) in enumerate(zip(batch, trainer.last_scores)):
+            records.append({"instance_id": row["instance_id"], "sample": i % k, "f_beta": score.f_beta,
+                            "format": score.format, "cost": score.efficiency_cost, "rounds": score.rounds,
+                            "tokens": score.tokens, "prompt_ids": result["prompt_ids"][i],
+                            "completion_ids": result["completion_ids"][i], "env_mask": result["env_mask"][i]})
+    del trainer
+    with (out / "screen.jsonl").open("w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+    summary = choose_pool(records, cg.format_weight, cg.ablation_pool_size)
+    probes = probe_rows(records, summary["pool"], cg.ablation_probe_size)
+    with (out / "probe.jsonl").open("w") as fh:
+        fh.writelines(json.dumps({k2: r[k2] for k2 in ("instance_id", "prompt_ids", "completion_ids", "env_mask")})
+                      + "\n" for r in probes)
+    summary.update({"probe_set": str((out / "probe.jsonl").resolve()), "screen": str((out / "screen.jsonl").resolve()),
+                    "samples_per_task": k, "n_probe_sequences": len(probes)})
+    summary_path.write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def choose_pool(records: list[dict[str, Any]], format_weight: float, size: int | None) -> dict[str, Any]:
+    """Split screened tasks into varied (sample rewards differed) and tied; the pool takes about half of
+    each, in the original task order. ``size=None`` keeps every task.
+
+    >>> recs = [{"instance_id": t, "f_beta": f, "format": 1.0} for t, f in
+    ...         [("a", 0.0), ("a", 0.0), ("b", 1.0), ("b", 0.0), ("c", 0.0), ("c", 0.0), ("d", 0.5), ("d", 0.0)]]
+    >>> choose_pool(recs, 0.2, 2)["pool"], choose_pool(recs, 0.2, None)["n_varied"]
+    (['a', 'b'], 2)
+    """
+    order: list[str] = []
+    rewards: dict[str, list[float]] = {}
+    for r in records:
+        if r["instance_id"] not in rewards:
+            order.append(r["instance_id"])
+        rewards.setdefault(r["instance_id"], []).append(r["f_beta"] + format_weight * r["format"])
+    varied = [t for t in order if np.ptp(rewards[t]) > 1e-9]
+    tied = [t for t in order if t not in set(varied)]
+    if size is None or size >= len(order):
+        chosen = set(order)
+    else:
+        n_var = min(len(varied), (size + 1) // 2)
+        n_tied = min(len(tied), size - n_var)
+        n_var = min(len(varied), size - n_tied)
+        chosen = set(varied[:n_var]) | set(tied[:n_tied])
+    pool = [t for t in order if t in chosen]
+    return {"pool": pool, "n_varied": sum(t in chosen for t in varied), "n_tied": sum(t in chosen for t in tied),
+            "n_screened": len(order), "screened_varied_share": len(varied) / max(len(order), 1)}
+
+
+def probe_rows(records: list[dict[str, Any]], pool: list[str], size: int) -> list[dict[str, Any]]:
+    """The fixed probe set: up to ``size`` screened rollouts with model tokens, round-robin over pool tasks."""
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r["instance_id"] in pool and any(r["env_mask"]):
+            by_task.setdefault(r["instance_id"], []).append(r)
+    out: list[dict[str, Any]] = []
+    for depth in range(max((len(v) for v in by_task.values()), default=0)):
+        for t in pool:
+            if len(out) < size and depth < len(by_task.get(t, [])):
+                out.append(by_task[t][depth])
+    return out
+
+
+# --- 2. the paired arms ----------------------------------------------------------------------------------------------
+def arms(cg: Any) -> list[tuple[str, float | None]]:
+    """(layer, lambda) per arm of one seed: ``none`` once (lambda does not enter), the others per lambda.
+
+    >>> from types import SimpleNamespace
+    >>> arms(SimpleNamespace(ablation_layers=["none", "reward", "advantage"], lambda_grid=[0.1, 0.2]))
+    [('none', None), ('reward', 0.1), ('reward', 0.2), ('advantage', 0.1), ('advantage', 0.2)]
+    """
+    out: list[tuple[str, float | None]] = []
+    for layer in cg.ablation_layers:
+        out += [("none", None)] if layer == "none" else [(layer, float(lam)) for lam in cg.lambda_grid]
+    return out
+
+
+def arm_name(profile: str, layer: str, lam: float | None, seed: int) -> str:
+    """One arm's run directory name (``none`` carries no lambda).
+
+    >>> arm_name("ci", "none", None, 1), arm_name("ci", "reward", 0.1, 0)
+    ('ci-none-s1', 'ci-reward-lam0.1-s0')
+    """
+    return f"{Path(profile).stem}-{layer}-s{seed}" if lam is None else f"{Path(profile).stem}-{layer}-lam{lam:g}-s{seed}"
+
+
+def _main_run_if_same(cfg: dict[str, Any], artifacts: str | Path | None, cg: Any, grpo: Any) -> Path | None:
+    """Notebook 03's finished main run when its settings and task list equal this arm's, else None."""
+    from codegrep.config import load_profile
     from codegrep.data.tasks import profile_tasks
-    from codegrep.retrievers.evaluate import evaluate
-    from codegrep.retrievers.registry import make_retriever
 
-    run_dir = Path(run_dir)
-    config = json.loads((run_dir / "config.json").read_text())
-    cg, grpo = config["codegrep"], config["grpo"]
-    tasks, resolver = profile_tasks(cfg, split="eval", limit=limit or cg.get("eval_tasks"))
-    initial = Path(config["initial_policy"])
-    if not initial.is_absolute() and not initial.exists():  # runs written before paths were absolute
-        initial = project_root() / initial
-    policies = {"untrained": str(resolve_model(cg["model"])), "warm start": str(initial),
-                "GRPO": str((run_dir / "final").resolve())}
-    rows = []
-    for label, model in policies.items():
-        retriever = make_retriever("agent", cfg, model=model, max_turns=cg["max_turns"],
-                                   max_calls_per_turn=cg["max_calls_per_turn"],
-                                   max_observation_tokens=cg["max_observation_tokens"],
-                                   max_issue_chars=cg["max_issue_chars"],
-                                   max_new_tokens=grpo["max_completion_length"])
-        out = Path(artifacts) / "train" / "eval" / run_dir.name / f"{label.replace(' ', '_')}.jsonl"
-        summary = evaluate(tasks, resolver, retriever, out)
-        wanted = {t.instance_id for t in tasks}
-        per_task = [r for r in map(json.loads, filter(str.strip, out.read_text().splitlines()))
-                    if r["instance_id"] in wanted]
-        extras = [r.get("extra") or {} for r in per_task]
-        rows.append({"policy": label, "model": model, **summary,
-                     # format-valid = the episode ended with a well-formed submit call (the format reward's gate)
-                     "format_valid_rate": float(np.mean([bool(e.get("submitted")) for e in extras])),
-                     "format_errors_per_episode": float(np.mean([e.get("format_errors") or 0 for e in extras]))})
-    return pd.DataFrame(rows)
+    main = main_run_dir(cfg, artifacts)
+    if not (main / "done.json").is_file() or not (main / "config.json").is_file():
+        return None
+    saved = json.loads((main / "config.json").read_text())
+    if _settings(saved["codegrep"], saved["grpo"]) != _settings(cg, grpo):
+        return None
+    manifest = main / "manifest.json"  # the GRPO prompts the run trained on, in order
+    if manifest.is_file():
+        ids = json.loads(manifest.read_text()).get("grpo_prompts", [])
+    else:
+        tasks, _ = profile_tasks(load_profile(saved["codegrep"]["profile"]), split="train",
+                                 limit=saved["codegrep"].get("train_tasks"))
+        ids = saved["codegrep"].get("train_task_ids") or [t.instance_id for t in tasks]
+    return main if list(ids) == list(cg.train_task_ids or []) else None
 
 
-def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None) -> pd.DataFrame:
-    """Train (or reuse) every (layer, λ, seed) of the profile's ablation grid; long frame of per-step metrics."""
-    config = train_config_path(cfg["_source"])
-    cg, _ = parse_train_args(config)
+def _finished_with(run_dir: Path, cg: Any, grpo: Any) -> bool:
+    """Whether ``run_dir`` holds a finished run with these settings (a changed YAML retrains the arm)."""
+    if not (run_dir / "done.json").is_file() or not (run_dir / "config.json").is_file():
+        return False
+    saved = json.loads((run_dir / "config.json").read_text())
+    return _settings(saved["codegrep"], saved["grpo"]) == _settings(cg, grpo)
+
+
+def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train_config: str | Path | None = None,
+                 progress: Any = print) -> pd.DataFrame:
+    """Train (or reuse) every arm of every seed on the screened pool; a long frame of per-step metrics
+    (one row per run and step) with ``layer``, ``lam``, ``seed``, ``run`` and ``reused_main_run``."""
+    config = _train_config(cfg, train_config)
+    cg, grpo = parse_train_args(config)
     root = _runs_dir(artifacts, cg)
     runs = root / "ablation"
+    screen = screen_pool(cfg, artifacts, config)
     frames = []
-    for layer in cg.ablation_layers:
-        for lam in cg.lambda_grid:
-            for seed in cg.ablation_seeds:
-                name = f"{Path(cg.profile).stem}-{layer}-lam{lam:g}-s{seed}"
-                run_dir = runs / name
-                if not (run_dir / "done.json").is_file():
-                    train(config, {"profile": cfg["_source"], "efficiency_layer": layer, "efficiency_lambda": lam,
-                                   "seed": seed, "name": name, "out": str(runs),
-                                   "warm_start_dir": str(root / "_warm_start"),
-                                   "max_steps": cg.ablation_max_steps,
-                                   "save_final_model": False, "save_strategy": "no"})
-                frame = metrics_frame(run_dir)
-                frames.append(frame.assign(layer=layer, lam=lam, seed=seed, run=name))
+    for seed in cg.ablation_seeds:
+        for layer, lam in arms(cg):
+            name = arm_name(cg.profile, layer, lam, seed)
+            over = {**design_overrides(cg, grpo), "profile": cfg["_source"], "efficiency_layer": layer,
+                    "efficiency_lambda": lam if lam is not None else cg.efficiency_lambda, "seed": seed,
+                    "name": name, "out": str(runs), "warm_start_dir": str(root / "_warm_start"),
+                    "train_task_ids": screen["pool"], "kl_probe_set": screen["probe_set"],
+                    "kl_probe_every": cg.ablation_probe_every, "log_update_norm": True, "record_groups": True,
+                    "save_final_model": False, "save_strategy": "no"}
+            acg, agrpo = parse_train_args(config, over)
+            run_dir, reused = runs / name, False
+            if not _finished_with(run_dir, acg, agrpo):
+                main = _main_run_if_same(cfg, artifacts, acg, agrpo)
+                if main is not None:
+                    run_dir, reused = main, True
+                else:
+                    progress(f"ablation: training {name} ({acg.ablation_max_steps} steps)")
+                    train(config, over)
+            frame = metrics_frame(run_dir)
+            if reused:  # notebook 03 logged no exact probe KL: measure it on its final weights
+                frame = _with_final_probe(frame, run_dir, screen["probe_set"])
+            frames.append(frame.assign(layer=layer, lam=np.nan if lam is None else lam, seed=seed, run=name,
+                                       reused_main_run=reused))
     return pd.concat(frames, ignore_index=True)
 
 
-def final_values(df: pd.DataFrame, column: str, last: int = 2) -> pd.DataFrame:
-    """Per run: the mean of ``column`` over its last ``last`` steps (smooths one noisy step)."""
-    tail = df.sort_values("step").groupby("run").tail(last)
-    return tail.groupby(["layer", "lam", "seed", "run"], as_index=False)[column].mean()
+def _with_final_probe(frame: pd.DataFrame, run_dir: Path, probe_set: str) -> pd.DataFrame:
+    """Add ``kl_exact`` at the last step of a finished run from its saved final policy (cached)."""
+    cache = run_dir / f"kl_exact_final-{_key(probe_set)}.json"
+    if not cache.is_file():
+        from transformers import AutoModelForCausalLM
+
+        from codegrep.rl.kl import probe_kl, read_probe_set
+
+        config = json.loads((run_dir / "config.json").read_text())
+        policy = AutoModelForCausalLM.from_pretrained(str(run_dir / "final"))
+        reference = AutoModelForCausalLM.from_pretrained(config["initial_policy"])
+        kl = probe_kl(policy, reference, read_probe_set(probe_set), float(config["grpo"].get("temperature", 1.0)))
+        cache.write_text(json.dumps({"kl_exact": kl}))
+    frame = frame.copy()
+    if "kl_exact" not in frame:
+        frame["kl_exact"] = np.nan
+    frame.loc[frame["step"] == frame["step"].max(), "kl_exact"] = json.loads(cache.read_text())["kl_exact"]
+    return frame
 
 
-def final_frame(df: pd.DataFrame, columns: tuple[str, ...] = ("kl", "rounds", "tokens"), last: int = 2) -> pd.DataFrame:
-    """Per run (layer, λ, seed): each column's final value as ``final_values`` defines it (the KL ratio too)."""
-    parts = [final_values(df, c, last).set_index(["layer", "lam", "seed", "run"])[c] for c in columns]
-    return pd.concat(parts, axis=1).reset_index()
+# --- 3. the endpoint -------------------------------------------------------------------------------------------------
+def final_probe_kl(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run: exact probe KL at its last step (the endpoint) and the on-policy k3 KL there."""
+    last = df.sort_values("step").groupby("run").tail(1)
+    cols = [c for c in ("layer", "lam", "seed", "run", "step", "kl_exact", "kl") if c in last]
+    return last[cols].reset_index(drop=True)
 
 
-def ablation_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (layer, λ): final KL, stability (std of the task reward across steps), final rounds/tokens/F-beta."""
-    stab = df.groupby(["layer", "lam", "seed"])["task_reward"].std().rename("reward_std_across_steps")
-    parts = [final_values(df, c).set_index(["layer", "lam", "seed"])[c]
-             for c in ("kl", "rounds", "tokens", "f_beta", "task_reward")]
-    per_seed = pd.concat([stab, *parts], axis=1).reset_index()
-    return per_seed.groupby(["layer", "lam"]).agg(["mean", "std"]).drop(columns="seed").reset_index()
+def endpoints(df: pd.DataFrame, base: str = "reward", level: float = 0.90) -> pd.DataFrame:
+    """Per (arm, lambda) other than ``base``: the paired-by-seed endpoint against ``base`` at the same
+    lambda (``none`` against each lambda's base). One row per comparison."""
+    fin = final_probe_kl(df)
+    rows = []
+    base_rows = fin[fin["layer"] == base]
+    for lam in sorted(base_rows["lam"].dropna().unique()):
+        den = base_rows[base_rows["lam"] == lam].set_index("seed")["kl_exact"]
+        for layer in [x for x in fin["layer"].unique() if x != base]:
+            sub = fin[(fin["layer"] == layer) & ((fin["lam"] == lam) | fin["lam"].isna())]
+            num = sub.set_index("seed")["kl_exact"]
+            seeds = sorted(set(num.index) & set(den.index))
+            e = endpoint(num.loc[seeds].to_numpy(), den.loc[seeds].to_numpy(), level, layer, base)
+            rows.append({"arm": layer, "base": base, "lam": lam, **e})
+    return pd.DataFrame(rows)
 
 
-def kl_ratio(df: pd.DataFrame, num: str = "advantage", den: str = "reward", lam: float | None = None,
-             n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
-    """Ratio of mean final KL (``num`` layer / ``den`` layer) with a seed-bootstrap 95% interval."""
-    final = final_values(df, "kl")
-    if lam is not None:
-        final = final[final["lam"] == lam]
-    a = final.loc[final["layer"] == num, "kl"].to_numpy()
-    b = final.loc[final["layer"] == den, "kl"].to_numpy()
-    if not len(a) or not len(b) or b.mean() == 0:
-        return {"ratio": float("nan"), "lo": float("nan"), "hi": float("nan"), "n_seeds": int(min(len(a), len(b)))}
-    rng = np.random.default_rng(seed)
-    boots = [rng.choice(a, len(a)).mean() / max(rng.choice(b, len(b)).mean(), 1e-12) for _ in range(n_boot)]
-    lo, hi = np.quantile(boots, [0.025, 0.975])
-    return {"ratio": float(a.mean() / b.mean()), "lo": float(lo), "hi": float(hi), "n_seeds": int(min(len(a), len(b))),
-            "paper_reference": PAPER_KL_RATIO}
+def paired_curves(df: pd.DataFrame, num: str = "advantage", den: str = "reward", level: float = 0.90) -> pd.DataFrame:
+    """Per (lambda, step) where both arms measured the exact probe KL: the seed-paired log-ratio's mean
+    and t-interval (for the notebook's paired band)."""
+    from codegrep.rl.paired import paired_log_ratios, t_interval
+
+    have = df.dropna(subset=["kl_exact"])
+    rows = []
+    for lam in sorted(have.loc[have["layer"] == den, "lam"].dropna().unique()):
+        a = have[(have["layer"] == num) & (have["lam"] == lam)].set_index(["seed", "step"])["kl_exact"]
+        b = have[(have["layer"] == den) & (have["lam"] == lam)].set_index(["seed", "step"])["kl_exact"]
+        both = a.to_frame("a").join(b.to_frame("b"), how="inner").reset_index()
+        for step, g in both.groupby("step"):
+            mean, lo, hi = t_interval(paired_log_ratios(g["a"], g["b"]), level)
+            rows.append({"lam": lam, "step": step, "n_seeds": len(g), "log_ratio": mean, "lo": lo, "hi": hi})
+    return pd.DataFrame(rows)
 
 
-def training_verdict(evaluation: pd.DataFrame, metric: str = "f0.5") -> str:
-    """Plain sentences: did the trained policy beat the untrained one on held-out tasks (F-beta and
-    format-valid rate), and how much of that is GRPO rather than the warm start?"""
-    by = evaluation.set_index("policy")
-    if metric not in by.columns:
-        metric = next((c for c in by.columns if c.startswith("f0")), "f1")
-    base, warm, trained = (by.loc[p] for p in ("untrained", "warm start", "GRPO"))
-    n = int(trained.get("n", 0))
-    both = trained[metric] > base[metric] and trained["format_valid_rate"] > base["format_valid_rate"]
-    head = "The trained policy beats the untrained one" if both else \
-        "The trained policy does NOT beat the untrained one on both counts"
-    grpo_gain = trained[metric] - warm[metric]
-    return (f"{head} on {n} held-out tasks: {metric} {base[metric]:.3f} (untrained) -> {warm[metric]:.3f} "
-            f"(warm start) -> {trained[metric]:.3f} (GRPO); format-valid rate {base['format_valid_rate']:.2f} -> "
-            f"{warm['format_valid_rate']:.2f} -> {trained['format_valid_rate']:.2f}. GRPO over the warm start: "
-            f"{grpo_gain:+.3f} {metric}, where one task moves the mean by up to {1 / max(n, 1):.3f}"
-            + (" (at most one task: not distinguishable from noise at this n; the clear step over the untrained "
-               "policy comes with the supervised warm start on synthetic demonstrations)"
-               if grpo_gain * max(n, 1) <= 1 + 1e-9 else "") + ".")
+# --- 4. the mechanism, exactly -----------------------------------------------------------------------------------
+def recorded_groups(df: pd.DataFrame, screen: dict[str, Any], runs_root: str | Path | None = None) -> pd.DataFrame:
+    """Recorded rollout groups: the screen's (initial policy) and every ablation run's ``groups.jsonl``.
+    One row per rollout: source, batch, group, f_beta, format, cost."""
+    rows = []
+    for i, r in enumerate(map(json.loads, Path(screen["screen"]).read_text().splitlines())):
+        rows.append({"source": "screen (initial policy)", "batch": "screen", "group": r["instance_id"],
+                     "f_beta": r["f_beta"], "format": r["format"], "cost": r["cost"]})
+    if runs_root is not None:
+        for run in df["run"].unique():
+            path = Path(runs_root) / run / "groups.jsonl"
+            if not path.is_file():
+                continue
+            for rec in map(json.loads, path.read_text().splitlines()):
+                g = rec["group_size"]
+                for j, (f, fm, c) in enumerate(zip(rec["f_beta"], rec["format"], rec["cost"])):
+                    rows.append({"source": "training batches", "batch": f"{run}/{rec['step']}",
+                                 "group": f"{run}/{rec['step']}/{j // g}", "f_beta": f, "format": fm, "cost": c})
+    return pd.DataFrame(rows)
+
+
+def mechanism_frame(groups: pd.DataFrame, lam: float, format_weight: float,
+                    layers: tuple[str, ...] = ("none", "reward", "advantage", "gated")) -> pd.DataFrame:
+    """Per recorded group and layer: tied or not, mean |correctness part| and |efficiency part| of the
+    advantage (exact, ``advantage_parts``) and the efficiency share of the advantage's mass."""
+    rows = []
+    for (source, group), g in groups.groupby(["source", "group"], sort=False):
+        n = len(g)
+        if n < 2:
+            continue
+        f, fm, c = g["f_beta"].to_numpy(), g["format"].to_numpy(), g["cost"].to_numpy()
+        tied = bool(tied_groups(f + format_weight * fm, n)[0])
+        for layer in layers:
+            corr, eff = advantage_parts(f, fm, c, n, layer, lam, format_weight)
+            mass = np.abs(corr).mean() + np.abs(eff).mean()
+            rows.append({"source": source, "group": group, "layer": layer, "tied": tied,
+                         "correctness_abs": float(np.abs(corr).mean()), "efficiency_abs": float(np.abs(eff).mean()),
+                         "efficiency_share": float(np.abs(eff).mean() / mass) if mass > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def arm_similarity(groups: pd.DataFrame, lam: float, format_weight: float, other: str = "advantage",
+                   base: str = "reward") -> pd.DataFrame:
+    """Per recorded training batch: the share of tied groups and the cosine between the two layers'
+    advantage vectors. Cosine 1 means proportional advantages, hence proportional policy gradients
+    (``num_iterations = 1``) and, Adam being scale invariant, the same step; below 1 the arms differ."""
+    rows = []
+    for batch, b in groups[groups["source"] == "training batches"].groupby("batch", sort=False):
+        sizes = b.groupby("group", sort=False).size()
+        if sizes.nunique() != 1 or sizes.iloc[0] < 2:
+            continue
+        g = int(sizes.iloc[0])
+        f, fm, c = b["f_beta"].to_numpy(), b["format"].to_numpy(), b["cost"].to_numpy()
+        x = np.add(*advantage_parts(f, fm, c, g, other, lam, format_weight))
+        y = np.add(*advantage_parts(f, fm, c, g, base, lam, format_weight))
+        nx, ny = np.linalg.norm(x), np.linalg.norm(y)
+        rows.append({"batch": batch, "groups": len(sizes),
+                     "tied_share": float(tied_groups(f + format_weight * fm, g).mean()),
+                     "cosine": float(x @ y / (nx * ny)) if nx > 0 and ny > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+STEP_COLUMNS = ("kl_exact", "kl", "tied_group_share", "advantage_correctness_abs", "advantage_efficiency_abs",
+                "update_norm", "entropy", "rounds", "tokens", "task_reward")
+
+
+def step_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (layer, lambda): the mean over seeds and steps of every per-step measurement (issue 15's list)."""
+    cols = [c for c in STEP_COLUMNS if c in df]
+    return df.groupby(["layer", "lam"], dropna=False)[cols].mean().reset_index()
+
+
+def time_breakdown(df: pd.DataFrame) -> dict[str, float]:
+    """Where a GRPO step's time went, summed over every ablation step logged (seconds, shares, tokens/s)."""
+    parts = [c for c in ("time_generation_s", "time_scoring_s", "time_probe_reference_s", "time_loss_s",
+                         "time_optimizer_s", "time_probe_s") if c in df]
+    tot = {c: float(df[c].sum()) for c in parts}
+    step_total = float(df["seconds"].sum()) if "seconds" in df else float("nan")
+    out: dict[str, float] = {"steps": int(len(df)), "seconds_per_step": step_total / max(len(df), 1)}
+    for c, v in tot.items():
+        out["share_" + c[len("time_"):-2]] = v / step_total if step_total else float("nan")
+    for c in ("generation_tokens_per_s", "loss_tokens_per_s"):
+        if c in df:
+            out[c] = float(df[c].median())
+    return out

@@ -8,9 +8,13 @@ and a frozen copy of the initial (post warm start) policy, averaged over model-g
 """
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 
 
 def k3_per_token(policy_logps: torch.Tensor, ref_logps: torch.Tensor) -> torch.Tensor:
@@ -66,3 +70,85 @@ def model_token_mask(batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """1 on model-generated completion tokens, 0 on padding and tool observations."""
     mask = batch["completion_mask"]
     return mask * batch["tool_mask"] if "tool_mask" in batch else mask
+
+
+# --- exact KL on a fixed probe set -------------------------------------------------------------------------------
+# The k3 estimate above is on-policy: each step it averages over tokens the *current* policy sampled, so
+# its value mixes drift with which tasks came up. The probe below is the same at every step and in every
+# arm: fixed prompts and completions (recorded once from the initial policy), and at each of their
+# model-token positions the exact KL(policy || initial) over the whole vocabulary.
+
+def full_vocab_kl(policy_logits: torch.Tensor, ref_logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Per-position exact ``KL(softmax(policy/T) || softmax(ref/T))`` over the last (vocabulary) axis.
+
+    >>> a = torch.tensor([[0.0, 0.0]]); b = torch.tensor([[0.0, 1.0]])
+    >>> full_vocab_kl(a, a).item(), round(full_vocab_kl(a, b).item(), 4)
+    (0.0, 0.1201)
+    """
+    logp = torch.log_softmax(policy_logits.float() / temperature, dim=-1)
+    logq = torch.log_softmax(ref_logits.float() / temperature, dim=-1)
+    return (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
+
+
+def read_probe_set(path: str | Path) -> list[dict[str, list[int]]]:
+    """Probe sequences from a JSONL file: ``prompt_ids``, ``completion_ids``, ``env_mask`` (1 = model token)."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    for i, r in enumerate(rows):
+        missing = {"prompt_ids", "completion_ids", "env_mask"} - set(r)
+        if missing or len(r["completion_ids"]) != len(r["env_mask"]):
+            raise ValueError(f"{path}:{i + 1}: probe row needs prompt_ids, completion_ids and an env_mask of the "
+                             f"same length (missing {sorted(missing)})")
+    return rows
+
+
+@torch.no_grad()
+def probe_kl(policy: torch.nn.Module, reference: torch.nn.Module, probes: list[dict[str, list[int]]],
+             temperature: float = 1.0, ref_cache: list[torch.Tensor] | None = None) -> float:
+    """Mean exact KL(policy || reference) over every model-token position of every probe sequence.
+
+    ``ref_cache`` (a list, filled on the first call) keeps the reference's logits at those positions,
+    so later calls cost one policy forward per sequence.
+    """
+    was_training = policy.training
+    policy.eval()
+    device = next(policy.parameters()).device
+    total, count = 0.0, 0
+    try:
+        for k, row in enumerate(probes):
+            ids = torch.tensor([row["prompt_ids"] + row["completion_ids"]], device=device)
+            # logits at position t predict token t + 1: the completion token j is predicted at len(prompt) + j - 1
+            pos = torch.tensor([len(row["prompt_ids"]) + j - 1 for j, m in enumerate(row["env_mask"]) if m],
+                               device=device)
+            if not len(pos):
+                continue
+            pol = policy(input_ids=ids).logits[0, pos]
+            if ref_cache is not None and k < len(ref_cache):
+                ref = ref_cache[k].to(device)
+            else:
+                ref = reference(input_ids=ids).logits[0, pos].float()
+                if ref_cache is not None:
+                    ref_cache.append(ref.cpu())
+            kl = full_vocab_kl(pol, ref, temperature)
+            total, count = total + float(kl.sum()), count + len(pos)
+    finally:
+        policy.train(was_training)
+    return total / max(count, 1)
+
+
+class ExactProbeCallback(TrainerCallback):
+    """Every ``every`` optimizer steps (and at the last one), the exact probe KL of the trained policy to
+    the frozen initial policy, logged as ``kl_exact`` in the same step's metrics row."""
+
+    def __init__(self, trainer: Any, reference: torch.nn.Module, probes: list[dict[str, list[int]]],
+                 every: int) -> None:
+        self.trainer, self.reference, self.probes, self.every = trainer, reference, probes, max(int(every), 1)
+        self.cache: list[torch.Tensor] = []
+
+    def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001 (transformers' signature)
+        if state.global_step % self.every and state.global_step != state.max_steps:
+            return
+        started = time.perf_counter()
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        kl = probe_kl(model, self.reference, self.probes, self.trainer.temperature, self.cache)
+        self.trainer._metrics["train"]["kl_exact"].append(kl)
+        self.trainer._metrics["train"]["time/probe_s"].append(time.perf_counter() - started)

@@ -18,8 +18,9 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from codegrep.rl.advantages import LAYERS, combined_advantages, efficiency_advantage
-from codegrep.rl.kl import KLProbe, masked_mean_kl, model_token_mask
+from codegrep.rl.advantages import (LAYERS, POST_NORM_LAYERS, advantage_parts, efficiency_advantage,
+                                     gated_efficiency_advantage, tied_groups)
+from codegrep.rl.kl import ExactProbeCallback, KLProbe, masked_mean_kl, model_token_mask, read_probe_set
 
 
 @dataclass
@@ -44,14 +45,33 @@ class CodeGrepArgs:
                 "max_turns*max_completion_length)."})
     fbeta: float = field(default=0.5, metadata={"help": "β of the retrieval F-beta reward (<1 favours precision)."})
     format_weight: float = field(default=0.2, metadata={"help": "Weight of the format term in the task reward."})
-    max_turns: int = field(default=2, metadata={"help": "Model turns per episode (the last one must submit)."})
-    max_calls_per_turn: int = field(default=4, metadata={"help": "Tool calls executed per turn."})
-    max_observation_tokens: int = field(default=256, metadata={"help": "Observation budget per turn (approx. tokens)."})
-    max_issue_chars: int = field(default=600, metadata={"help": "Issue text is cut to this many characters."})
+    max_turns: int | None = field(default=None, metadata={
+        "help": "TRAINING-ONLY override of the profile's agent.max_turns (null = the profile's, which evaluation "
+                "uses; a set value is reported in config.json under 'episode')."})
+    max_calls_per_turn: int | None = field(default=None, metadata={
+        "help": "Training-only override of agent.max_calls_per_turn (null = the profile's)."})
+    max_observation_tokens: int | None = field(default=None, metadata={
+        "help": "Training-only override of agent.max_observation_tokens (null = the profile's)."})
+    max_issue_chars: int | None = field(default=None, metadata={
+        "help": "Training-only override of agent.max_issue_chars (null = the profile's)."})
     train_tasks: int | None = field(default=None, metadata={"help": "Use at most this many train-split tasks."})
+    train_task_ids: list[str] | None = field(default=None, metadata={
+        "help": "Train only on these train-split instance ids, in this order (the ablation's screened pool)."})
     warm_start: bool = field(default=True, metadata={"help": "Supervised warm start on demonstrations first."})
     sft_sources: list[str] = field(default_factory=lambda: ["synthetic"], metadata={
-        "help": "Demonstrations: 'synthetic' (oracle-guided scripted episodes on the train split) and/or 'catm'."})
+        "help": "Demonstrations: 'synthetic' (oracle-guided scripted episodes on the docstring train split), "
+                "'recorded' (real mini-swe-agent runs converted by codegrep.mining.explore) and/or 'catm'. "
+                "With several sources and sft_max_demos, they are taken in turn (equal shares)."})
+    recorded_runs: list[str] | None = field(default=None, metadata={
+        "help": "Folders/files of recorded mini-swe-agent runs for 'recorded' (null = the shipped 400 runs). "
+                "Runs on evaluation instances are always excluded."})
+    recorded_max_calls: int = field(default=8, metadata={
+        "help": "Exploration calls kept per recorded demonstration."})
+    data_ablation_arms: list[str] = field(default_factory=lambda: ["synthetic", "recorded", "synthetic+recorded"],
+                                          metadata={"help": "Demonstration mixes the data ablation compares "
+                                                            "(notebook 03), each warm-started on sft_max_demos."})
+    data_ablation_eval_tasks: int | None = field(default=None, metadata={
+        "help": "Evaluation instances of the data ablation (null = every eval instance)."})
     sft_epochs: float = field(default=2.0, metadata={"help": "Warm-start epochs over the demonstrations."})
     sft_learning_rate: float = field(default=5e-5, metadata={"help": "Warm-start learning rate."})
     sft_batch_size: int = field(default=4, metadata={"help": "Warm-start per-device batch size."})
@@ -59,12 +79,35 @@ class CodeGrepArgs:
         "help": "Cache of warm-started models (default OUT/_warm_start); shared by every arm and seed."})
     sft_max_demos: int | None = field(default=None, metadata={"help": "Use at most this many demonstrations."})
     kl_probe: bool = field(default=True, metadata={"help": "Log KL to the initial policy every step (also beta=0)."})
+    kl_probe_set: str | None = field(default=None, metadata={
+        "help": "JSONL of fixed probe sequences (prompt_ids, completion_ids, env_mask): log the exact "
+                "full-vocabulary KL to the initial policy on them as `kl_exact` (needs kl_probe)."})
+    kl_probe_every: int = field(default=1, metadata={"help": "Steps between exact probe-KL measurements "
+                                                              "(the last step is always measured)."})
+    log_update_norm: bool = field(default=False, metadata={
+        "help": "Log the L2 norm of each optimizer step's parameter change (keeps one copy of the weights; "
+                "single process only)."})
+    record_groups: bool = field(default=False, metadata={
+        "help": "Append every step's per-rollout F-beta, format and cost to RUN/groups.jsonl."})
     save_final_model: bool = field(default=True, metadata={"help": "Save the trained policy to RUN/final."})
     eval_tasks: int | None = field(default=None, metadata={"help": "Held-out tasks for before/after evaluation."})
-    ablation_layers: list[str] = field(default_factory=lambda: ["reward", "advantage", "none"], metadata={
-        "help": "Efficiency layers compared by the ablation (notebook 04)."})
-    ablation_seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "Seeds per ablation arm."})
+    ablation_layers: list[str] = field(default_factory=lambda: ["none", "reward", "advantage", "gated"], metadata={
+        "help": "Efficiency layers compared by the ablation (notebook 04); 'none' runs once per seed."})
+    ablation_seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={
+        "help": "Seeds; every arm of one seed sees the same task order and starts from the same sampler state."})
     ablation_max_steps: int = field(default=8, metadata={"help": "GRPO steps per ablation run."})
+    ablation_prompts_per_step: int | None = field(default=None, metadata={
+        "help": "Tasks (groups) per GRPO step in the ablation; default: the YAML's batch / num_generations."})
+    ablation_max_turns: int | None = field(default=None, metadata={
+        "help": "max_turns of the ablation runs (>= 3 lets rounds vary); default: max_turns."})
+    ablation_screen_samples: int = field(default=2, metadata={
+        "help": "Warm-start samples per train task in the pre-screen that builds the ablation's task pool."})
+    ablation_pool_size: int | None = field(default=None, metadata={
+        "help": "Tasks in the ablation pool: about half with reward variance in the pre-screen, half without "
+                "(fewer when the screen finds fewer); default: every screened task."})
+    ablation_probe_size: int = field(default=8, metadata={
+        "help": "Fixed probe sequences (pre-screen rollouts of the initial policy) for the exact KL."})
+    ablation_probe_every: int = field(default=1, metadata={"help": "Steps between exact probe-KL measurements."})
 
     def __post_init__(self) -> None:
         if self.efficiency_layer not in LAYERS:
@@ -91,9 +134,9 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         self.cg = codegrep_args
         self.current_rows: list[dict[str, Any]] = []
         self.last_scores: list[Any] = []
-        if self.cg.efficiency_layer in ("reward", "advantage", "none") and self.multi_objective_aggregation != \
+        if self.cg.efficiency_layer != "normalize_then_sum" and self.multi_objective_aggregation != \
                 "sum_then_normalize":
-            raise ValueError("efficiency layers reward/advantage/none need multi_objective_aggregation="
+            raise ValueError("efficiency layers reward/advantage/gated/none need multi_objective_aggregation="
                              "'sum_then_normalize' (normalize_then_sum is its own layer)")
         if self.scale_rewards not in ("group", "none"):
             raise ValueError(f"scale_rewards={self.scale_rewards!r}: the efficiency layers are defined on group "
@@ -103,6 +146,16 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         if self.cg.kl_probe:
             ref = self.ref_model if self.ref_model is not None else reference_builder(self)
             self.kl_probe = KLProbe(ref)
+        if self.cg.kl_probe_set:
+            if self.kl_probe is None:
+                raise ValueError("--kl_probe_set needs --kl_probe true (the probe's frozen reference)")
+            self.add_callback(ExactProbeCallback(self, self.kl_probe.reference, read_probe_set(self.cg.kl_probe_set),
+                                                 self.cg.kl_probe_every))
+        self.add_callback(StepTimerCallback(self, update_norm=self.cg.log_update_norm
+                                            and not self.is_deepspeed_enabled))
+        if self.rollout_func is not None:  # time generation (the whole multi-turn rollout) on its own
+            self.rollout_func = _timed(self.rollout_func, self, "generation")
+        self._timing: dict[str, float] = {}
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self.current_rows = inputs  # the rollout reads instance ids from here (rollout_func only sees prompts)
@@ -113,19 +166,50 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         start = self.accelerator.process_index * len(inputs)
         local = slice(start, start + len(inputs))
         scale = self.scale_rewards != "none"
-        if self.cg.efficiency_layer == "advantage":
-            term = efficiency_advantage(cost, groups, self.cg.efficiency_lambda, scale)
+        layer, lam = self.cg.efficiency_layer, self.cg.efficiency_lambda
+        if layer in POST_NORM_LAYERS:
+            term = efficiency_advantage(cost, groups, lam, scale) if layer == "advantage" else \
+                gated_efficiency_advantage(f, f + self.cg.format_weight * fmt, cost, groups, lam, scale)
             batch["advantages"] = batch["advantages"] + torch.tensor(term[local], dtype=batch["advantages"].dtype,
                                                                      device=batch["advantages"].device)
             self._metrics[mode]["efficiency/advantage_term_abs"].append(float(np.abs(term).mean()))
-        reference = combined_advantages(f, fmt, cost, groups, self.cg.efficiency_layer, self.cg.efficiency_lambda,
-                                        self.cg.format_weight, scale)[local]
+        correctness, efficiency = advantage_parts(f, fmt, cost, groups, layer, lam, self.cg.format_weight, scale)
+        reference = (correctness + efficiency)[local]
         gap = np.abs(reference - batch["advantages"].detach().float().cpu().numpy()).max()
         self._metrics[mode]["advantages/max_abs_gap_vs_reference"].append(float(gap))
+        self._metrics[mode]["advantages/correctness_abs"].append(float(np.abs(correctness).mean()))
+        self._metrics[mode]["advantages/efficiency_abs"].append(float(np.abs(efficiency).mean()))
+        self._metrics[mode]["groups/tied_share"].append(
+            float(tied_groups(f + self.cg.format_weight * fmt, groups).mean()))
         self._log_episode_metrics(mode)
+        if mode == "train" and self.cg.record_groups and self.accelerator.is_main_process:
+            with (Path(self.args.output_dir).parent / "groups.jsonl").open("a") as fh:
+                fh.write(json.dumps({"step": self.state.global_step + 1, "group_size": groups,
+                                     "f_beta": f.tolist(), "format": fmt.tolist(), "cost": cost.tolist()}) + "\n")
+        n_loss = float(batch["prompt_mask"].sum() + batch["completion_mask"].sum())
+        self._timing["loss_tokens"] = self._timing.get("loss_tokens", 0.0) + n_loss
+        self._timing["generated_tokens"] = self._timing.get("generated_tokens", 0.0) + float(
+            sum(s.tokens for s in self.last_scores))
         if self.kl_probe is not None:
+            started = time.perf_counter()
             batch["probe_ref_logps"] = self.kl_probe.reference_logps(self, batch)
+            self._add_time("probe_reference", time.perf_counter() - started)
         return batch
+
+    def _add_time(self, key: str, seconds: float) -> None:
+        self._timing[key] = self._timing.get(key, 0.0) + seconds
+
+    def _prepare_inputs(self, generation_batch: Any) -> Any:
+        started = time.perf_counter()
+        out = super()._prepare_inputs(generation_batch)
+        self._add_time("prepare", time.perf_counter() - started)
+        return out
+
+    def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
+        started, before = time.perf_counter(), self._timing.get("prepare", 0.0)
+        out = super().training_step(model, inputs, num_items_in_batch)
+        self._add_time("loss", time.perf_counter() - started - (self._timing.get("prepare", 0.0) - before))
+        return out
 
     def _get_per_token_logps_and_entropies(self, model: Any, *args: Any, **kwargs: Any) -> Any:
         out = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
@@ -170,8 +254,72 @@ METRIC_NAMES = {
     "episode/efficiency_cost": "efficiency_cost", "efficiency/advantage_term_abs": "efficiency_advantage_abs",
     "kl_probe": "kl", "kl": "kl_trl", "entropy": "entropy", "clip_ratio/region_mean": "clip_ratio",
     "grad_norm": "grad_norm", "loss": "loss", "learning_rate": "learning_rate",
-    "advantages/max_abs_gap_vs_reference": "advantage_gap",
+    "advantages/max_abs_gap_vs_reference": "advantage_gap", "advantages/correctness_abs": "advantage_correctness_abs",
+    "advantages/efficiency_abs": "advantage_efficiency_abs", "groups/tied_share": "tied_group_share",
+    "kl_exact": "kl_exact", "update_norm": "update_norm",
+    "time/generation_s": "time_generation_s", "time/scoring_s": "time_scoring_s",
+    "time/probe_reference_s": "time_probe_reference_s", "time/loss_s": "time_loss_s",
+    "time/optimizer_s": "time_optimizer_s", "time/probe_s": "time_probe_s",
+    "throughput/generation_tokens_per_s": "generation_tokens_per_s",
+    "throughput/loss_tokens_per_s": "loss_tokens_per_s",
 }
+
+
+def _timed(func: Any, trainer: Any, key: str) -> Any:
+    """``func`` wrapped so each call's wall time is added to ``trainer._timing[key]``."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            trainer._add_time(key, time.perf_counter() - started)
+    return wrapper
+
+
+class StepTimerCallback(TrainerCallback):
+    """Where a GRPO step's time goes, logged per step: generation (the multi-turn rollout), scoring (TRL's
+    rewards, advantages and any old/reference log-probs, minus generation), the KL probe's reference
+    pass, loss (forward + backward), optimizer; tokens/s for generation and for the loss. Optionally the
+    L2 norm of the step's parameter change (``update_norm``)."""
+
+    def __init__(self, trainer: Any, update_norm: bool = False) -> None:
+        self.trainer, self.update_norm = trainer, update_norm
+        self._before: list[torch.Tensor] | None = None
+        self._opt_started = 0.0
+
+    def _params(self) -> list[torch.Tensor]:
+        return [p for p in self.trainer.accelerator.unwrap_model(self.trainer.model).parameters() if p.requires_grad]
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):  # noqa: ANN001
+        if self.update_norm:
+            params = self._params()
+            if self._before is None:
+                self._before = [p.detach().clone() for p in params]
+            else:
+                for b, p in zip(self._before, params):
+                    b.copy_(p.detach())
+        self._opt_started = time.perf_counter()
+
+    def on_optimizer_step(self, args, state, control, **kwargs):  # noqa: ANN001
+        t = self.trainer
+        t._add_time("optimizer", time.perf_counter() - self._opt_started)
+        if self.update_norm and self._before is not None:
+            sq = sum(float((p.detach() - b).float().pow(2).sum()) for b, p in zip(self._before, self._params()))
+            t._metrics["train"]["update_norm"].append(sq ** 0.5)
+
+    def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+        t, m = self.trainer._timing, self.trainer._metrics["train"]
+        gen, prep = t.get("generation", 0.0), t.get("prepare", 0.0)
+        m["time/generation_s"].append(gen)
+        m["time/scoring_s"].append(max(prep - gen - t.get("probe_reference", 0.0), 0.0))
+        m["time/probe_reference_s"].append(t.get("probe_reference", 0.0))
+        m["time/loss_s"].append(t.get("loss", 0.0))
+        m["time/optimizer_s"].append(t.get("optimizer", 0.0))
+        if gen > 0:
+            m["throughput/generation_tokens_per_s"].append(t.get("generated_tokens", 0.0) / gen)
+        if t.get("loss", 0.0) > 0:
+            m["throughput/loss_tokens_per_s"].append(t.get("loss_tokens", 0.0) / t["loss"])
+        self.trainer._timing = {}
 
 
 class MetricsJsonlCallback(TrainerCallback):
