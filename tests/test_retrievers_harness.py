@@ -74,7 +74,8 @@ def test_cli_retrieve_live_tree_and_commit(cache, tiny_repo, capsys):
             "--json", issue]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["files"][0] == "pkg/parser.py" and result["rounds"] == 2 and result["tool_calls"] > 0
+    # the profiles set read_top: 0 (no read turn): one grep turn
+    assert result["files"][0] == "pkg/parser.py" and result["rounds"] == 1 and result["tool_calls"] > 0
     assert main(["retrieve", "--repo", str(repos / "local__tiny"), "--commit", "f" * 40,
                  "--retriever", "bm25", issue]) == 2
     assert "not a commit" in capsys.readouterr().err
@@ -88,7 +89,8 @@ def test_cli_evaluate_prints_macro_metrics_last(cache, tiny_repo, tmp_path, caps
             "--out", str(tmp_path / "res.jsonl"), "--profile", "ci"]
     assert main(argv) == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert list(metrics) == list(MACRO_KEYS) and metrics["n"] == 3 and metrics["acc@1"] == 1.0
+    assert list(metrics) == [*MACRO_KEYS, "retriever", "k"] and metrics["n"] == 3 and metrics["acc@1"] == 1.0
+    assert metrics["k"] == 1 and metrics["p@1"] == 1.0 and metrics["p@2"] == 0.5
     assert metrics["precision"] == 1.0 and metrics["mean_files"] == 1.0
     argv[argv.index("bm25")] = "oracle"  # another retriever into the same file is refused, not mixed
     assert main(argv) == 2 and "holds results of retriever" in capsys.readouterr().err
@@ -99,8 +101,8 @@ def test_profile_evaluation_caches_rows(default_slice, cache, tmp_path):
     from codegrep.retrievers.evaluate import profile_evaluation
 
     built = default_slice[2]  # the tasks file itself, so the tmp cache does not rebuild the default set
-    where = {"tasks.source": str(built.tasks_path), "tasks.repos_dir": str(built.repos_dir),
-             "tasks.splits.eval.limit": 6}
+    where = {"tasks.splits.eval.source": str(built.tasks_path), "tasks.repos_dir": str(built.repos_dir),
+             "tasks.splits.eval.limit": 6, "tasks.splits.eval.instance_ids": None}
     cfg = load_profile("ci", where)
     df, summary = profile_evaluation(cfg, "bm25", out=tmp_path)
     assert len(df) == summary["n"] == 6 and summary["k"] == cfg["retrievers"]["k"]

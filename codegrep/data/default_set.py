@@ -24,7 +24,6 @@ from pathlib import Path
 
 from codegrep.config import cache_dir
 from codegrep.data.repos import commit_snapshot
-from codegrep.data.tasks import profile_tasks  # noqa: F401  (re-exported: stages import it from here too)
 from codegrep.data.docstrings import (Docstring, find_docstrings, mask_code_names, plain_words, restore_diff,
                                       strip_docstrings)
 

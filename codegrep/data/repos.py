@@ -12,6 +12,7 @@ import fcntl
 import os
 import subprocess
 from pathlib import Path
+from typing import Sequence
 
 from codegrep.config import cache_dir
 
@@ -75,10 +76,14 @@ def _locked(path: Path):
 class RepoResolver:
     """Maps ``(owner/name, commit)`` to a local git directory that contains the commit."""
 
-    def __init__(self, repos_dir: str | os.PathLike | None = None, mirror_dir: str | os.PathLike | None = None,
-                 offline: bool | None = None, url_template: str = GITHUB_URL) -> None:
-        self.repos_dir = Path(repos_dir).expanduser() if repos_dir else None
-        """User-provided directory of ``owner__name`` repositories (searched first)."""
+    def __init__(self, repos_dir: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+                 mirror_dir: str | os.PathLike | None = None, offline: bool | None = None,
+                 url_template: str = GITHUB_URL) -> None:
+        many = repos_dir if isinstance(repos_dir, (list, tuple)) else ([repos_dir] if repos_dir else [])
+        self.repos_dirs = [Path(d).expanduser() for d in many if d]
+        """Directories of ``owner__name`` repositories, searched in order before the mirror."""
+        self.repos_dir = self.repos_dirs[0] if self.repos_dirs else None
+        """The first of ``repos_dirs`` (the user's ``--repos`` when given)."""
         self.mirror_dir = Path(mirror_dir).expanduser() if mirror_dir else cache_dir() / "mirrors"
         """Where bare mirrors are cloned (one per repository)."""
         self.offline = is_offline() if offline is None else offline
@@ -88,12 +93,12 @@ class RepoResolver:
         self._found: dict[tuple[str, str], Path] = {}
 
     def __repr__(self) -> str:
-        return f"RepoResolver(repos_dir={self.repos_dir}, mirror_dir={self.mirror_dir}, offline={self.offline})"
+        return f"RepoResolver(repos_dirs={[str(d) for d in self.repos_dirs]}, mirror_dir={self.mirror_dir}, offline={self.offline})"
 
     def local_candidates(self, repo: str) -> list[Path]:
         """Existing repository directories for ``repo`` under ``repos_dir``, then the mirror."""
         slug = repo.replace("/", "__")
-        roots = ([self.repos_dir] if self.repos_dir else []) + [self.mirror_dir]
+        roots = [*self.repos_dirs, self.mirror_dir]
         return [root / name for root in roots for name in (slug, slug + ".git") if (root / name).is_dir()]
 
     def resolve(self, repo: str, commit: str) -> Path:
@@ -111,7 +116,8 @@ class RepoResolver:
             if has_commit(path, commit):
                 return path
         where = f"looked in {[str(p) for p in local]}" if local else (
-            f"no {repo.replace('/', '__')}[.git] under {self.repos_dir or '(no --repos)'} or {self.mirror_dir}")
+            f"no {repo.replace('/', '__')}[.git] under {[str(d) for d in self.repos_dirs] or '(no --repos)'} "
+            f"or {self.mirror_dir}")
         if self.offline or repo.startswith(LOCAL_ONLY_OWNER + "/"):
             raise FileNotFoundError(f"repository {repo} at commit {commit} is not available offline ({where}); "
                                     f"pass --repos DIR with an owner__name git repository containing it")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from codegrep.errors import UserError, read_text
 from codegrep.data.patches import FileChange, gold_files_from_patch, patch_changes, patch_files  # noqa: F401
 
 if TYPE_CHECKING:
@@ -55,19 +56,48 @@ class Task:
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "Task":
         known = {"instance_id", "repo", "base_commit", "problem_statement", "patch", "gold_files"}
-        if not isinstance(row, dict):
-            raise ValueError(f"row is a {type(row).__name__}, not an object")
+        _check_row_shape(row)
         missing = [k for k in ("instance_id", "repo", "base_commit", "problem_statement") if not row.get(k)]
         if missing:
-            raise ValueError("missing field " + ", ".join(repr(k) for k in missing))
+            raise UserError("missing field " + ", ".join(repr(k) for k in missing))
         if not row.get("patch") and not row.get("gold_files"):
-            raise ValueError(f"task {row['instance_id']!r} has neither 'patch' nor 'gold_files'")
+            raise UserError(f"task {row['instance_id']!r} has neither 'patch' nor 'gold_files'")
         if "/" not in str(row["repo"]):
-            raise ValueError(f"field 'repo' must be 'owner/name', got {row['repo']!r}")
+            raise UserError(f"field 'repo' must be 'owner/name', got {row['repo']!r}")
         return cls(instance_id=str(row["instance_id"]), repo=str(row["repo"]),
                    base_commit=str(row["base_commit"]), problem_statement=str(row["problem_statement"]),
                    patch=row.get("patch") or "", gold_files=list(row.get("gold_files") or []),
                    extra={k: v for k, v in row.items() if k not in known})
+
+
+def _check_row_shape(row: Any) -> None:
+    """Refuse a row whose fields have the wrong type (a ``UserError`` naming the field), before any use.
+
+    Hand-written rather than a schema library: six fields, exact messages, no dependency.
+
+    >>> _check_row_shape({"instance_id": "a__b-1", "gold_files": "src/a.py"})
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: field 'gold_files' must be a list of paths, got the string 'src/a.py' (write ["src/a.py"])
+    >>> _check_row_shape({"instance_id": "a__b-1", "patch": 123})
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: field 'patch' must be a string (a unified diff), got int 123
+    """
+    if not isinstance(row, dict):
+        raise UserError(f"row must be a JSON object, got {type(row).__name__}")
+    for key in ("instance_id", "repo", "base_commit", "problem_statement"):
+        if row.get(key) is not None and not isinstance(row[key], str):
+            raise UserError(f"field {key!r} must be a string, got {type(row[key]).__name__} {row[key]!r:.60}")
+    patch = row.get("patch")
+    if patch is not None and not isinstance(patch, str):
+        raise UserError(f"field 'patch' must be a string (a unified diff), got {type(patch).__name__} {patch!r:.60}")
+    gold = row.get("gold_files")
+    if isinstance(gold, str):
+        raise UserError(f"field 'gold_files' must be a list of paths, got the string {gold!r:.200} "
+                        f"(write {json.dumps([gold])})")
+    if gold is not None and (not isinstance(gold, (list, tuple)) or not all(isinstance(g, str) and g for g in gold)):
+        raise UserError(f"field 'gold_files' must be a list of non-empty path strings, got {gold!r:.100}")
 
 
 # ----------------------------------------------------------------------------------------------- loaders
@@ -96,24 +126,31 @@ def task_split(task: Task) -> str | None:
     return str(split) if split else None
 
 
+def _json_lines(path: Path, lines: Iterator[bytes]) -> Iterator[tuple[str, Any]]:
+    """``(file:line, row)`` per non-blank line; a line that is not UTF-8 or not JSON yields a ``UserError``."""
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield f"{path}:{lineno}", json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            yield f"{path}:{lineno}", UserError(f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)")
+        except json.JSONDecodeError as exc:
+            yield f"{path}:{lineno}", UserError(f"invalid JSON: {exc}")
+
+
 def _rows_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{lineno}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield f"{path}:{lineno}", ValueError(f"invalid JSON: {exc}")
+    with open(path, "rb") as fh:
+        yield from _json_lines(path, fh)
 
 
 def _rows_json(path: Path) -> Iterator[tuple[str, Any]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, "tasks file"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of task objects, got {type(data).__name__}")
+        raise UserError(f"{path}: expected a JSON list of task objects, got {type(data).__name__}")
     for i, row in enumerate(data):
         yield f"{path}: item {i}", row
 
@@ -125,7 +162,11 @@ def _rows_parquet(path: Path) -> Iterator[tuple[str, Any]]:
         v = v.tolist() if hasattr(v, "tolist") else v
         return None if isinstance(v, float) and v != v else v
 
-    for i, row in enumerate(pd.read_parquet(path).to_dict(orient="records")):
+    try:
+        frame = pd.read_parquet(path)
+    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise UserError(f"{path}: not a readable parquet file ({exc})") from None
+    for i, row in enumerate(frame.to_dict(orient="records")):
         yield f"{path}: row {i}", {k: plain(v) for k, v in row.items()}
 
 
@@ -150,13 +191,29 @@ def _rows_hf(dataset_id: str) -> Iterator[tuple[str, Any]]:
         yield f"{name}: row {i}", dict(row)
 
 
+def _rows_jsonl_gz(path: Path) -> Iterator[tuple[str, Any]]:
+    import gzip
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            yield from _json_lines(path, fh)
+    except (OSError, EOFError) as exc:  # not gzip, or cut short
+        raise UserError(f"{path}: not a readable gzip file ({exc})") from None
+
+
 def _row_source(source: str | os.PathLike) -> tuple[str, Iterator[tuple[str, Any]]]:
+    from codegrep.data.sources import is_shipped_source, shipped_rows
+
+    if is_shipped_source(source):
+        return str(source), ((f"{source}: row {i}", row) for i, row in enumerate(shipped_rows(str(source))))
     if str(source) == "default":
         from codegrep.data.default_set import ensure_default_task_set
 
         source = ensure_default_task_set().tasks_path
     path = Path(source).expanduser()
     readers = {".jsonl": _rows_jsonl, ".json": _rows_json, ".parquet": _rows_parquet}
+    if path.is_file() and path.name.endswith(".jsonl.gz"):
+        return str(path), _rows_jsonl_gz(path)
     if path.is_file():
         if path.suffix not in readers:
             raise ValueError(f"{path}: unsupported task file type {path.suffix!r} (use {', '.join(FILE_SUFFIXES)})")
@@ -166,8 +223,10 @@ def _row_source(source: str | os.PathLike) -> tuple[str, Iterator[tuple[str, Any
     return str(source), _rows_hf(str(source))
 
 
-def _coerce_lists(row: dict) -> dict:
+def _coerce_lists(row: Any) -> Any:
     """SWE-bench on the hub stores FAIL_TO_PASS/PASS_TO_PASS as JSON strings; keep them as lists."""
+    if not isinstance(row, dict):
+        return row  # Task.from_dict names the wrong shape
     for key in ("FAIL_TO_PASS", "PASS_TO_PASS", "gold_files"):
         if isinstance(row.get(key), str) and row[key].startswith("["):
             try:
@@ -193,12 +252,16 @@ def read_tasks(source: str | os.PathLike, on_error: str = "raise") -> tuple[list
                 raise ValueError(f"duplicate instance_id {task.instance_id!r} (first at {seen[task.instance_id]})")
         except ValueError as exc:
             if on_error == "raise":
-                raise ValueError(f"{where}: {exc}") from None
+                raise UserError(f"{where}: {exc}") from None
             report.skipped.append(f"{where}: {exc}")
             continue
         seen[task.instance_id] = where
         tasks.append(task)
     report.n_loaded = len(tasks)
+    if report.n_rows == 0:
+        raise UserError(f"{name}: no task rows (empty, or only blank lines)")
+    if not tasks:
+        raise UserError(f"{name}: none of its {report.n_rows} rows is a valid task; first: {report.skipped[0]}")
     return tasks, report
 
 
@@ -245,26 +308,93 @@ def save_tasks(tasks: Sequence[Task], path: str | os.PathLike) -> Path:
     return path
 
 
+def split_section(cfg: dict[str, Any], split: str | None) -> dict[str, Any]:
+    """The profile's ``tasks:`` keys for one split: ``tasks.splits.<split>`` over the section's own keys.
+
+    >>> split_section({"tasks": {"source": "default", "limit": 3, "splits": {"eval": {"source": "verified"}}}}, "eval")
+    {'source': 'verified', 'limit': 3}
+    """
+    sec = dict(cfg.get("tasks") or {})
+    sec.update((sec.pop("splits", None) or {}).get(split or "", None) or {})
+    return sec
+
+
+def _sources(value: Any) -> list[str]:
+    """``tasks.source`` as a list (one name, or a list of names that are concatenated)."""
+    if value is None or value == []:
+        return ["default"]
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+def _source_tasks(sources: Sequence[str], on_error: str) -> tuple[list[Task], list[Path]]:
+    """Every task of several sources (ids must not repeat across them) and the repos dirs they come with."""
+    from codegrep.data.sources import is_shipped_source, shipped_repos_dir
+
+    tasks: list[Task] = []
+    dirs: list[Path] = []
+    where: dict[str, str] = {}
+    for source in sources:
+        if source == "default":
+            from codegrep.data.default_set import ensure_default_task_set
+
+            built = ensure_default_task_set()
+            path, dirs_of = built.tasks_path, [Path(built.repos_dir)]
+        else:
+            path, dirs_of = source, ([shipped_repos_dir()] if is_shipped_source(source) else [])
+        loaded, report = read_tasks(path, on_error=on_error)
+        if report.skipped:
+            print(f"profile_tasks: skipped {len(report.skipped)} of {report.n_rows} rows of {report.source}; "
+                  f"first: {report.skipped[0]}", file=sys.stderr)
+        for task in loaded:
+            if task.instance_id in where:
+                raise ValueError(f"tasks.source: instance {task.instance_id!r} is in both {where[task.instance_id]!r} "
+                                 f"and {source!r}")
+            where[task.instance_id] = source
+        tasks.extend(loaded)
+        dirs.extend(d for d in dirs_of if d not in dirs)
+    return tasks, dirs
+
+
+def _pool(cfg: dict[str, Any], split: str | None) -> tuple[list[Task], dict[str, Any], list[Path]]:
+    """A split's tasks before the seeded ``limit`` sample (sources, repos, ids and split filters applied)."""
+    sec = split_section(cfg, split)
+    tasks, dirs = _source_tasks(_sources(sec.get("source")), sec.get("on_error", "raise"))
+    tasks = filter_tasks(tasks, repos=sec.get("repos"), instance_ids=sec.get("instance_ids"), split=split)
+    return tasks, sec, dirs
+
+
+def evaluation_instance_ids(cfg: dict[str, Any]) -> set[str]:
+    """Every instance id the profile's ``eval`` split can evaluate on (its pool before any ``limit`` sample).
+
+    ``profile_tasks(cfg, "train")`` never returns one of these; other training inputs (SFT demonstrations,
+    mined trajectories) filter on it too, so no evaluation instance reaches training.
+    """
+    return {t.instance_id for t in _pool(cfg, "eval")[0]}
+
+
 def profile_tasks(cfg: dict[str, Any], split: str | None = None,
                   limit: int | None = None) -> tuple[list[Task], RepoResolver]:
     """The tasks and the repository resolver a profile's ``tasks:`` section names, for one split.
 
     ``tasks.splits.<split>`` overrides the section's keys for that split; ``limit`` overrides both.
+    ``tasks.source`` is one source or a list of sources (concatenated; the resolver searches each one's
+    repositories after ``repos_dir``). The ``train`` split never holds an instance of the ``eval`` pool
+    (:func:`evaluation_instance_ids`); dropped ones are reported on stderr.
     """
     from codegrep.data.repos import RepoResolver
 
-    sec = dict(cfg.get("tasks") or {})
-    sec.update((sec.pop("splits", None) or {}).get(split or "", None) or {})
-    source = sec.get("source") or "default"
-    repos_dir = sec.get("repos_dir")
-    if str(source) == "default":
-        from codegrep.data.default_set import ensure_default_task_set
-
-        built = ensure_default_task_set()
-        source, repos_dir = built.tasks_path, repos_dir or built.repos_dir
+    tasks, sec, dirs = _pool(cfg, split)
+    if split == "train":
+        held_out = evaluation_instance_ids(cfg)
+        dropped = [t.instance_id for t in tasks if t.instance_id in held_out]
+        if dropped:
+            print(f"profile_tasks: {len(dropped)} train task(s) are evaluation instances and were dropped "
+                  f"(first: {dropped[0]})", file=sys.stderr)
+            tasks = [t for t in tasks if t.instance_id not in held_out]
     seed = sec.get("seed")
-    tasks = load_tasks(source, repos=sec.get("repos"), instance_ids=sec.get("instance_ids"),
-                       limit=limit if limit is not None else sec.get("limit"),
-                       seed=int(cfg.get("seed", 0) if seed is None else seed), split=split,
-                       on_error=sec.get("on_error", "raise"))
-    return tasks, RepoResolver(repos_dir=repos_dir, mirror_dir=sec.get("mirror_dir"), offline=sec.get("offline"))
+    tasks = filter_tasks(tasks, limit=limit if limit is not None else sec.get("limit"),
+                         seed=int(cfg.get("seed", 0) if seed is None else seed))
+    user = sec.get("repos_dir")
+    repos_dirs = ([Path(user).expanduser()] if user else []) + [d for d in dirs if not user or d != Path(user)]
+    return tasks, RepoResolver(repos_dir=repos_dirs or None, mirror_dir=sec.get("mirror_dir"),
+                               offline=sec.get("offline"))

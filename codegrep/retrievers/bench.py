@@ -1,5 +1,8 @@
 """``codegrep bench retrieve``: bm25 speed against a naive baseline, and the agent loop's overhead.
 
+``real``: on the shipped real instances (``verified``: 86 snapshots), bm25's index build and query times and
+its Acc@1/Acc@5/P@1 against the plain bm25s baseline (``bm25-plain``), measured in the same run.
+
 Index build = file reading + code tokenisation + fitting bm25s's score matrix from per-file token counts
 (``fit_counts``); bm25s's own ``index`` on expanded token lists is timed too, for reference.
 Repository: the first ``n_files`` Python files of installed packages (transformers first), copied to a
@@ -166,7 +169,55 @@ def _model_reference(model: str, non_model_s: float, max_new_tokens: int = 32) -
             "target_overhead_le_10pct": frac <= 0.10}
 
 
-def run_bench(n_files: int = 2000, queries: int = 50, episodes: int = 20, model: str | None = None) -> dict:
+def bench_real(tasks_source: str = "verified", limit: int | None = None) -> dict[str, Any]:
+    """bm25 against the plain 60-line bm25s baseline (:mod:`codegrep.retrievers.plain`) on real instances, in
+    one run: index build and query time per snapshot (no cache: both build from the checkout), and Acc@1/Acc@5/
+    P@1 of both on the same instances (paired bootstrap of the difference)."""
+    from codegrep.env.pool import WorktreePool
+    from codegrep.metrics import acc_at_k, paired_bootstrap_diff
+    from codegrep.retrievers.evaluate import precision_at
+    from codegrep.retrievers.lexical import BM25Config, build_index
+    from codegrep.retrievers.plain import PlainBM25Retriever
+    from codegrep.retrievers.service import load_task_source
+
+    tasks, resolver = load_task_source(tasks_source, limit=limit)
+    config, plain = BM25Config(), PlainBM25Retriever()
+    rows = []
+    pool = WorktreePool()
+    for task in sorted(tasks, key=lambda t: (t.repo, t.base_commit)):
+        with pool.acquire(resolver.resolve(task.repo, task.base_commit), task.base_commit) as checkout:
+            checkout = Path(checkout)
+            index, build_s = _timed(build_index, checkout, config)
+            (pfiles, pmodel), plain_build_s = _timed(plain.build, checkout)
+        hits, query_s = _timed(index.search, task.problem_statement, 20, config.mention_boost,
+                               config.definition_boost)
+        plain_hits, plain_query_s = _timed(plain.search, pfiles, pmodel, task.problem_statement)
+        ranked = [f for f, _ in hits]
+        rows.append({"build_s": build_s, "query_s": query_s, "plain_build_s": plain_build_s,
+                     "plain_query_s": plain_query_s, "files": len(index.files), "plain_files": len(pfiles),
+                     **{f"{name}acc@{k}": acc_at_k(r, task.gold_files, k) for name, r in (("", ranked),
+                        ("plain_", plain_hits)) for k in (1, 5)},
+                     "p@1": precision_at(ranked, task.gold_files, 1),
+                     "plain_p@1": precision_at(plain_hits, task.gold_files, 1)})
+
+    def med(key: str) -> float:
+        return round(statistics.median(r[key] for r in rows), 4)
+
+    out: dict[str, Any] = {"tasks": tasks_source, "n": len(rows), "snapshots_indexed": len(rows),
+                           "index_build_s_median": med("build_s"), "plain_index_build_s_median": med("plain_build_s"),
+                           "query_ms_median": round(1000 * med("query_s"), 2),
+                           "plain_query_ms_median": round(1000 * med("plain_query_s"), 2),
+                           "files_indexed_median": med("files"), "plain_files_indexed_median": med("plain_files")}
+    for key in ("acc@1", "acc@5", "p@1"):
+        d, lo, hi = paired_bootstrap_diff([r[f"plain_{key}"] for r in rows], [r[key] for r in rows])
+        out.update({key: round(statistics.mean(r[key] for r in rows), 4),
+                    f"plain_{key}": round(statistics.mean(r[f"plain_{key}"] for r in rows), 4),
+                    f"{key}_diff": round(d, 4), f"{key}_diff_ci": [round(lo, 4), round(hi, 4)]})
+    return out
+
+
+def run_bench(n_files: int = 2000, queries: int = 50, episodes: int = 20, model: str | None = None,
+              real_tasks: str | None = "verified", real_limit: int | None = None) -> dict:
     """Everything ``codegrep bench retrieve`` prints, as one JSON-able dict."""
     import os
 
@@ -175,6 +226,8 @@ def run_bench(n_files: int = 2000, queries: int = 50, episodes: int = 20, model:
         root = make_bench_repo(n_files, Path(tmp))
         out = {"bench": "retrieve", "bm25": bench_bm25(root, queries),
                "agent": bench_agent(root, episodes, model) if episodes else {}}
+    if real_tasks:
+        out["real"] = bench_real(real_tasks, real_limit)
     out["load_avg_1m"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),
                           "cpus": os.cpu_count()}
     return out

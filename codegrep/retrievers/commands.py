@@ -6,7 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random")
+from codegrep.errors import positive_int
+
+NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random", "bm25-plain")
 
 
 def _overrides(args: argparse.Namespace) -> dict:
@@ -21,9 +23,11 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def _issue_text(args: argparse.Namespace) -> str:
+    from codegrep.errors import read_text
+
     text = sys.stdin.read() if args.issue == "-" else args.issue
     if args.issue_file:
-        text = Path(args.issue_file).read_text()
+        text = read_text(args.issue_file, "--issue-file")
     if not (text or "").strip():
         raise ValueError("no issue text: pass it as the last argument, '-' for stdin, or --issue-file PATH")
     return text
@@ -50,16 +54,21 @@ def _retrieve(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from codegrep.config import load_profile
-    from codegrep.retrievers.evaluate import evaluate
+    from codegrep.errors import output_file
+    from codegrep.retrievers.evaluate import evaluate, read_rows
     from codegrep.retrievers.registry import make_retriever
     from codegrep.retrievers.service import load_task_source
 
+    read_rows(output_file(args.out))  # a directory, or a corrupt resume file, fails before any work
     cfg = load_profile(args.profile)
     tasks, resolver = load_task_source(args.tasks, repos_dir=args.repos, split=args.split, limit=args.limit,
                                        seed=int(cfg.get("seed", 0)))
     retriever = make_retriever(args.retriever, cfg, **_overrides(args))
-    metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=args.k, workers=args.workers)
-    print(json.dumps(metrics))
+    k = args.k
+    if k is None and getattr(retriever, "fixed_size", False):
+        k = (cfg.get("retrievers") or {}).get("k")  # the profile's set size, as profile_evaluation uses
+    metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=k, workers=args.workers)
+    print(json.dumps({**metrics, "retriever": args.retriever, "k": k}))
     return 0
 
 
@@ -67,7 +76,8 @@ def _bench(args: argparse.Namespace) -> int:
     from codegrep.retrievers.bench import run_bench
 
     print(json.dumps(run_bench(n_files=args.files, queries=args.queries, episodes=args.episodes,
-                                model=None if args.model_ref == "none" else args.model_ref)))
+                                model=None if args.model_ref == "none" else args.model_ref,
+                                real_tasks=None if args.tasks == "none" else args.tasks, real_limit=args.limit)))
     return 0
 
 
@@ -75,7 +85,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retriever", required=True, choices=NAMES)
     p.add_argument("--model", help="dense: embedding model (minilm, a directory, a hub id); agent: policy model")
     p.add_argument("--endpoint", help="agent: an OpenAI-compatible base URL (e.g. http://localhost:8000/v1)")
-    p.add_argument("--k", type=int, help="returned set size for ranking retrievers (default: the whole ranking)")
+    p.add_argument("--k", type=positive_int, help="returned set size for ranking retrievers (evaluate: default the profile's "
+                                        "retrievers.k; retrieve: the whole ranking)")
     p.add_argument("--profile", default="smoke", help="profile whose retrievers/agent/env sections apply")
 
 
@@ -90,21 +101,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_retrieve)
 
     p = subparsers.add_parser("evaluate", help="run a retriever over a task set; prints macro metrics JSON last")
-    p.add_argument("--tasks", required=True, help="'default', a .jsonl/.json/.parquet file, or a HF dataset id")
+    p.add_argument("--tasks", required=True, help="'default', 'verified' (the 86 shipped real instances), "
+                   "'lite-train', a .jsonl/.jsonl.gz/.json/.parquet file, or a HF dataset id")
     p.add_argument("--repos", help="directory of owner__name git repositories")
     _common(p)
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=positive_int)
     p.add_argument("--split", help="only tasks of this split (train/eval)")
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--workers", type=positive_int, default=1)
     p.add_argument("--out", required=True, help="results JSONL (resumed when it exists)")
     p.set_defaults(func=_evaluate)
 
 
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
     p = bench_subparsers.add_parser("retrieve", help="bm25 index/query speed vs a naive baseline; agent overhead")
-    p.add_argument("--files", type=int, default=2000, help="files in the benchmark repository")
-    p.add_argument("--queries", type=int, default=50)
-    p.add_argument("--episodes", type=int, default=20, help="scripted agent episodes for the overhead measure")
+    p.add_argument("--files", type=positive_int, default=2000, help="files in the benchmark repository")
+    p.add_argument("--queries", type=positive_int, default=50)
+    p.add_argument("--episodes", type=positive_int, default=20, help="scripted agent episodes for the overhead measure")
     p.add_argument("--model-ref", default="none",
                    help="model whose real generate time is the denominator of the overhead ratio ('none': skip)")
+    p.add_argument("--tasks", default="verified",
+                   help="real instances for bm25 vs the plain bm25s baseline (time and accuracy); 'none': skip")
+    p.add_argument("--limit", type=positive_int, help="at most this many of those instances (seeded sample)")
     p.set_defaults(func=_bench)

@@ -20,6 +20,7 @@ from codegrep.data.tasks import Task
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
                                         read_text, snapshot_key)
+from codegrep.retrievers.query import DOC_DIRS, SOURCE_SUFFIXES, policy_from
 
 MINILM_ALIASES = ("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 _MODELS: dict[str, object] = {}
@@ -49,6 +50,12 @@ class DenseConfig:
     """``cpu``, ``cuda``... (None: sentence-transformers picks)."""
     top_n: int = 20
     """Length of the returned ranking."""
+    suffixes: tuple[str, ...] = SOURCE_SUFFIXES
+    """Suffixes of the files embedded (source code by default; empty = every text file)."""
+    exclude_dirs: tuple[str, ...] = DOC_DIRS
+    """Folder names (any depth) whose files are not embedded."""
+    test_weight: float = 0.5
+    """Multiplier of a test file's (positive) similarity."""
 
 
 def resolve_model(name: str) -> str:
@@ -118,8 +125,8 @@ class DenseRetriever:
     def cache_key(self, task: Task, checkout: Path) -> str:
         c = self.config
         model_slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", c.model)
-        tag = hashlib.sha1(f"{c.chunk_lines}|{c.max_chunks_per_file}|{c.max_seq_length}|{c.max_file_bytes}"
-                           .encode()).hexdigest()[:8]
+        tag = hashlib.sha1(f"{c.chunk_lines}|{c.max_chunks_per_file}|{c.max_seq_length}|{c.max_file_bytes}|"
+                           f"{policy_from(c).tag()}".encode()).hexdigest()[:8]
         snap = snapshot_key(task.repo, task.base_commit or None, checkout, c.max_file_bytes)
         return f"{model_slug}/{snap}-{tag}"
 
@@ -127,7 +134,10 @@ class DenseRetriever:
         """``(files, chunk_file_ids, normalised chunk embeddings)`` of every text file."""
         c = self.config
         files, owners, chunks = [], [], []
+        policy = policy_from(c)
         for rel in list_files(checkout, c.max_file_bytes):
+            if not policy.keeps(rel):
+                continue
             text = read_text(checkout, rel)
             if text is None:
                 continue
@@ -166,6 +176,9 @@ class DenseRetriever:
         query = load_encoder(self.config).encode([task.problem_statement], normalize_embeddings=True,
                                                  convert_to_numpy=True)[0]
         scores = per_file_max(emb @ query.astype(np.float32), owners, len(files))
+        policy = policy_from(self.config)
+        weights = np.asarray([policy.weight(f) for f in files])
+        scores = np.where(scores > 0, scores * weights, scores)
         top = [i for i in np.argsort(-scores, kind="stable")[:self.config.top_n] if np.isfinite(scores[i])]
         return Retrieval(files=[files[i] for i in top], seconds=time.perf_counter() - start,
                          reasons={files[i]: f"max chunk cosine {scores[i]:.3f}" for i in top},

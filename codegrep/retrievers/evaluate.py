@@ -1,8 +1,12 @@
 """One harness for every retriever: a row per instance, macro metrics, resume, Acc@k curves.
 
-Ranking metrics (acc@k, recall@5, mrr, the Acc@k curve) use the retriever's ranking (top ``RANKED_N``);
-set metrics (precision, recall, F) use the returned set: the ranking cut at ``k`` for fixed-size
-retrievers, or what the agent submitted when ``k`` is None.
+Ranking metrics (acc@k, recall@5, mrr, P@1/P@2/P@3, the Acc@k curve) use the retriever's ranking (top
+``RANKED_N``; for the agent, its submitted list in order); set metrics (precision, recall, F) use the returned
+set: the ranking cut at ``k`` for fixed-size retrievers, or what the agent submitted when ``k`` is None.
+
+``P@j`` = gold files among the first ``j`` ranked / ``j`` (a ranking shorter than ``j`` still divides by ``j``).
+:func:`comparison_table` compares retrievers on the same instances, adding precision and recall at the agent's
+own set size, with paired bootstrap intervals against a reference retriever.
 """
 from __future__ import annotations
 
@@ -16,14 +20,36 @@ from typing import Any, Iterable, Sequence
 
 from codegrep import Retriever
 from codegrep.data.tasks import Task
-from codegrep.metrics import acc_at_k, dedupe, instance_metrics, macro_average
+from codegrep.metrics import acc_at_k, bootstrap_ci, dedupe, instance_metrics, macro_average, paired_bootstrap_diff
 from codegrep.retrievers.base import Retrieval
 
 RANKED_N = 20
 """Length of the ranking stored in each row (enough for Acc@k curves up to 20)."""
 SET_KEYS = ("precision", "recall", "f1", "f0.5", "n_pred")
-MACRO_KEYS = ("n", "precision", "recall", "f1", "f0.5", "acc@1", "acc@5", "recall@5", "mrr",
+PRECISION_AT = (1, 2, 3)
+"""The P@j every row and summary carries."""
+MACRO_KEYS = ("n", "precision", "recall", "f1", "f0.5", "acc@1", "acc@5", "recall@5", "mrr", "p@1", "p@2", "p@3",
               "mean_files", "mean_rounds", "mean_tool_calls", "mean_tokens")
+
+
+def precision_at(ranked: Sequence[str], gold: Sequence[str], j: int) -> float:
+    """Gold files among the first ``j`` ranked, divided by ``j``.
+
+    >>> precision_at(["a", "x", "b"], ["a", "b"], 2), precision_at(["a"], ["a"], 3)
+    (0.5, 0.3333333333333333)
+    """
+    g = set(gold)
+    return sum(f in g for f in dedupe(ranked)[:j]) / j
+
+
+def recall_within(ranked: Sequence[str], gold: Sequence[str], j: int) -> float:
+    """Share of the gold files among the first ``j`` ranked.
+
+    >>> recall_within(["a", "x", "b"], ["a", "b"], 2)
+    0.5
+    """
+    g = set(gold)
+    return sum(f in g for f in dedupe(ranked)[:j]) / len(g) if g else 0.0
 
 
 def score_row(task: Task, retrieval: Retrieval, k: int | None, retriever: str) -> dict[str, Any]:
@@ -40,6 +66,7 @@ def score_row(task: Task, retrieval: Retrieval, k: int | None, retriever: str) -
     metrics = instance_metrics(ranked, gold)
     set_metrics = instance_metrics(files, gold)
     metrics.update({key: set_metrics[key] for key in SET_KEYS})
+    metrics.update({f"p@{j}": precision_at(ranked, gold, j) for j in PRECISION_AT})
     extra = {key: v for key, v in retrieval.extra.items() if key in ("episode_path", "n_indexed", "n_chunks",
                                                                         "format_errors", "submitted")}
     return {"instance_id": task.instance_id, "repo": task.repo, "base_commit": task.base_commit,
@@ -74,11 +101,19 @@ def macro_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     """
     renamed = {"n_pred": "mean_files", "rounds": "mean_rounds", "tool_calls": "mean_tool_calls",
                "tokens": "mean_tokens"}
-    avg = macro_average(list(rows), keys=list(MACRO_KEYS[1:9]) + list(renamed))
-    out = {key: avg.get(key, float("nan")) for key in MACRO_KEYS[:9]}
+    rows = [_with_precision_at(r) for r in rows]
+    avg = macro_average(list(rows), keys=list(MACRO_KEYS[1:12]) + list(renamed))
+    out = {key: avg.get(key, float("nan")) for key in MACRO_KEYS[:12]}
     out.update({new: avg.get(old, float("nan")) for old, new in renamed.items()})
     out["n"] = len(rows)
     return {key: out[key] for key in MACRO_KEYS}
+
+
+def _with_precision_at(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with ``p@j`` filled from its ranking when it lacks them (rows written before they existed)."""
+    if all(f"p@{j}" in row for j in PRECISION_AT) or "ranked" not in row:
+        return row
+    return {**row, **{f"p@{j}": precision_at(row["ranked"], row["gold"], j) for j in PRECISION_AT}}
 
 
 def acc_curve(rows: Iterable[dict[str, Any]], max_k: int = RANKED_N) -> list[float]:
@@ -95,19 +130,27 @@ def acc_curve(rows: Iterable[dict[str, Any]], max_k: int = RANKED_N) -> list[flo
 
 def read_rows(path: Path) -> dict[str, dict[str, Any]]:
     """Rows already in a results file, last one per instance winning (a rerun supersedes)."""
+    from codegrep.errors import UserError, output_file
+
     rows: dict[str, dict[str, Any]] = {}
-    if not Path(path).is_file():
+    if not output_file(path, "results file").is_file():
         return rows
-    lines = Path(path).read_text().splitlines()
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
+    data = Path(path).read_bytes()
+    lines = data.split(b"\n")
+    last = len(lines) if data.endswith(b"\n") else len(lines) - 1  # ... or the partial row a killed run left
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if lineno == len(lines):  # the last row of a run killed mid-write: rerun that instance
+            row = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            if lineno > last:  # the last row of a run killed mid-write: rerun that instance
                 continue
-            raise ValueError(f"{path}:{lineno}: not a JSON row ({exc})") from exc
+            raise UserError(f"{path}:{lineno}: not a JSON row ({exc}); the file was left as it is: fix or "
+                            "delete that line to resume") from None
+        if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
+            raise UserError(f"{path}:{lineno}: not a results row (an object with an 'instance_id'); the file was "
+                            "left as it is: fix or delete that line to resume")
         rows[row["instance_id"]] = row
     return rows
 
@@ -128,7 +171,12 @@ def _drop_partial_tail(path: Path) -> None:
         return
     data = path.read_bytes()
     if not data.endswith(b"\n"):
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
+        tail = data[data.rfind(b"\n") + 1:]
+        try:  # a complete row that only lacks its newline (an edited file) is kept
+            complete = isinstance(json.loads(tail.decode("utf-8")), dict)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            complete = False
+        path.write_bytes(data + b"\n" if complete else data[: data.rfind(b"\n") + 1])
 
 
 def _default_pool():
@@ -146,9 +194,9 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
 
     tasks = list(tasks)[:limit] if limit else list(tasks)
     out_path = Path(out_path)
+    done = read_rows(out_path)  # checks the whole file before anything is changed
     out_path.parent.mkdir(parents=True, exist_ok=True)
     _drop_partial_tail(out_path)
-    done = read_rows(out_path)
     others = sorted({r.get("retriever") for r in done.values()} - {retriever.name})
     if others:
         raise ValueError(f"{out_path} holds results of retriever(s) {others}, not {retriever.name!r}: "
@@ -193,10 +241,8 @@ def _artifacts_dir(cfg: dict[str, Any], out: Any) -> Path:
 
 
 def _profile_tasks(cfg: dict[str, Any], split: str | None, limit: int | None):
-    try:
-        from codegrep.data.tasks import profile_tasks  # type: ignore[attr-defined]
-    except ImportError:
-        from codegrep.data.default_set import profile_tasks  # type: ignore[attr-defined,no-redef]
+    from codegrep.data.tasks import profile_tasks
+
     return profile_tasks(cfg, split=split, limit=limit)
 
 
@@ -248,3 +294,103 @@ def _move_stale(path: Path, meta: dict[str, Any]) -> None:
         path.rename(path.with_suffix(".stale.jsonl"))
     path.parent.mkdir(parents=True, exist_ok=True)
     meta_path.write_text(wanted)
+
+
+# ------------------------------------------------------------------------------------- fair comparison
+
+COMPARE_METRICS = ("p@1", "p@2", "p@3", "acc@1", "acc@5", "precision", "recall", "precision@agent", "recall@agent")
+"""Metrics of :func:`comparison_table`: P@j and Acc@j on the ranking, precision/recall of the returned set
+(ranking cut at the profile's k, or the agent's submission), and precision/recall of the first ``m`` ranked
+where ``m`` is the agent's submitted set size on that instance."""
+
+
+def is_non_submit(row: dict[str, Any]) -> bool:
+    """An agent row that submitted nothing (format errors, ran out of turns, or an empty submit).
+
+    >>> is_non_submit({"files": [], "extra": {}}), is_non_submit({"files": ["a.py"], "extra": {"submitted": True}})
+    (True, False)
+    """
+    return not row.get("files") or (row.get("extra") or {}).get("submitted") is False
+
+
+def comparison_table(results: dict[str, Any], reference: str = "bm25", agent: str | None = "agent",
+                     n_boot: int = 2000, seed: int = 0, alpha: float = 0.05):
+    """One row per retriever, on the instances every result shares, with bootstrap intervals.
+
+    ``results`` maps a retriever name to its rows (the DataFrame :func:`profile_evaluation` returns, or a list
+    of row dicts). Columns: ``retriever``, ``n`` (shared instances), and for each of :data:`COMPARE_METRICS`
+    ``<m>``, ``<m>_lo``, ``<m>_hi`` (percentile bootstrap of the mean) and ``<m>_diff``, ``<m>_diff_lo``,
+    ``<m>_diff_hi`` (paired bootstrap of ``retriever - reference`` over the same instances; 0 for the reference);
+    ``n_agent_size`` (instances in the ``@agent`` columns) and ``agent_non_submits``.
+
+    The agent's non-submits: in P@j/Acc@j/precision/recall they count as an empty answer (0); the ``@agent``
+    columns leave those instances out for *every* retriever (the set size is undefined there), and their count is
+    the ``agent_non_submits`` column (also in ``table.attrs``). Without an ``agent`` result the ``@agent`` columns
+    are NaN.
+
+    >>> a = [{"instance_id": "i", "ranked": ["a", "b"], "files": ["a"], "gold": ["a"]},
+    ...      {"instance_id": "j", "ranked": ["x", "c"], "files": ["x"], "gold": ["c"]}]
+    >>> b = [{"instance_id": "i", "ranked": ["b", "a"], "files": ["b"], "gold": ["a"]},
+    ...      {"instance_id": "j", "ranked": ["c"], "files": ["c"], "gold": ["c"]}]
+    >>> t = comparison_table({"bm25": a, "other": b}, agent=None, n_boot=50)
+    >>> t[["retriever", "n", "p@1", "p@2", "p@1_diff"]].values.tolist()
+    [['bm25', 2, 0.5, 0.5, 0.0], ['other', 2, 0.5, 0.5, 0.0]]
+    """
+    import pandas as pd
+
+    if not results:
+        raise ValueError("comparison_table: no results")
+    if reference not in results:
+        raise ValueError(f"comparison_table: reference {reference!r} not among {sorted(results)}")
+    by_name = {name: {r["instance_id"]: r for r in _records(rows)} for name, rows in results.items()}
+    shared = sorted(set.intersection(*(set(rows) for rows in by_name.values())))
+    agent_rows = by_name.get(agent) if agent else None
+    sizes: dict[str, int] = {}
+    non_submits = 0
+    if agent_rows is not None:
+        for iid in shared:
+            if is_non_submit(agent_rows[iid]):
+                non_submits += 1
+            else:
+                sizes[iid] = len(dedupe(agent_rows[iid]["files"]))
+
+    def values(name: str, metric: str) -> list[float]:
+        rows = by_name[name]
+        if metric.endswith("@agent"):
+            fn = precision_at if metric.startswith("precision") else recall_within
+            return [fn(rows[i]["ranked"], rows[i]["gold"], sizes[i]) for i in shared if i in sizes]
+        out = []
+        for i in shared:
+            row = rows[i]
+            if metric.startswith("p@"):
+                out.append(precision_at(row["ranked"], row["gold"], int(metric[2:])))
+            elif metric.startswith("acc@"):
+                out.append(acc_at_k(row["ranked"], row["gold"], int(metric[4:])))
+            else:
+                out.append(instance_metrics(row.get("files") or [], row["gold"])[metric])
+        return out
+
+    table = []
+    for name in results:
+        entry: dict[str, Any] = {"retriever": name, "n": len(shared)}
+        for metric in COMPARE_METRICS:
+            vals, ref = values(name, metric), values(reference, metric)
+            if not vals:
+                entry.update({f"{metric}{s}": float("nan") for s in ("", "_lo", "_hi", "_diff", "_diff_lo",
+                                                                         "_diff_hi")})
+                continue
+            m, lo, hi = bootstrap_ci(vals, n_boot=n_boot, alpha=alpha, seed=seed)
+            d, dlo, dhi = paired_bootstrap_diff(ref, vals, n_boot=n_boot, alpha=alpha, seed=seed)
+            entry.update({metric: m, f"{metric}_lo": lo, f"{metric}_hi": hi,
+                          f"{metric}_diff": d, f"{metric}_diff_lo": dlo, f"{metric}_diff_hi": dhi})
+        entry.update({"n_agent_size": len(sizes) if agent_rows is not None else 0, "agent_non_submits": non_submits})
+        table.append(entry)
+    df = pd.DataFrame(table)
+    df.attrs.update({"reference": reference, "agent": agent if agent_rows is not None else None,
+                     "instances": shared, "agent_non_submits": non_submits, "n_boot": n_boot, "alpha": alpha})
+    return df
+
+
+def _records(rows: Any) -> list[dict[str, Any]]:
+    """Row dicts from a DataFrame or an iterable of dicts."""
+    return rows.to_dict("records") if hasattr(rows, "to_dict") else [dict(r) for r in rows]

@@ -4,6 +4,10 @@ Turn 1: one parallel grep per issue term (identifiers first: paths, CamelCase, d
 then the longest plain words). Files are scored by IDF-weighted hits (a term found in few files weighs
 more; a hit on a ``def``/``class`` line weighs more). Turn 2: read the top files and re-rank them by how
 many distinct terms they contain. The ranking is then submitted.
+
+Hits are kept and weighted by the file policy of :mod:`codegrep.retrievers.query` (source files, no doc
+folders, tests down-weighted), and files the issue points at (paths, traceback frames, dotted module names
+among the files the greps and globs found) get ``mention_boost``.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from codegrep.data.tasks import Task
 from codegrep.env.tools import ToolCall, ToolResult
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import STOPWORDS
+from codegrep.retrievers.query import DOC_DIRS, SOURCE_SUFFIXES, mentioned_files, policy_from
 
 _PATH = re.compile(r"\b[\w./-]+\.(?:py|pyx|pyi|js|ts|java|go|rs|c|h|cpp|rb|cfg|toml|yaml|yml|json|md|rst)\b")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
@@ -52,6 +57,14 @@ class HeuristicConfig:
     """Weight of code identifiers relative to plain words."""
     top_n: int = 20
     """Length of the returned ranking."""
+    suffixes: tuple[str, ...] = SOURCE_SUFFIXES
+    """Only hits in files with these suffixes count (source code by default; empty = every file)."""
+    exclude_dirs: tuple[str, ...] = DOC_DIRS
+    """Hits under folders of these names (any depth) do not count."""
+    test_weight: float = 0.5
+    """Score multiplier of test files."""
+    mention_boost: float = 0.5
+    """Extra weight of found files the issue points at (paths, traceback frames, dotted module names)."""
 
 
 def issue_terms(text: str, max_terms: int = 8) -> list[tuple[str, str]]:
@@ -143,8 +156,10 @@ class HeuristicRetriever:
         """File scores from the first turn, and the hits behind them (for ``reasons``)."""
         scores: dict[str, float] = defaultdict(float)
         why: dict[str, list[str]] = defaultdict(list)
+        policy = policy_from(self.config)
         for (term, kind), result in zip(terms, results):
             hits, total = parse_hits(result)
+            hits = {p: lines for p, lines in hits.items() if policy.keeps(p)}
             if not hits:
                 continue
             shown = sum(map(len, hits.values())) or 1
@@ -153,9 +168,19 @@ class HeuristicRetriever:
             weight *= 3.0 if kind == "path" else 1.0
             for path, lines in hits.items():
                 bonus = self.config.definition_bonus if any(is_definition(term, s) for s in lines) else 1.0
-                scores[path] += weight * bonus * (1.0 + math.log(len(lines)))
+                scores[path] += weight * bonus * (1.0 + math.log(len(lines))) * policy.weight(path)
                 why[path].append(f"{term!r}x{len(lines)}" + (" (def)" if bonus > 1 else ""))
         return dict(scores), why
+
+    def boost_mentions(self, text: str, scores: dict[str, float], why: dict) -> dict[str, float]:
+        """Scores with files the issue points at multiplied by ``1 + mention_boost * weight``."""
+        if not self.config.mention_boost:
+            return scores
+        out = dict(scores)
+        for path, w in mentioned_files(text, sorted(scores)).items():
+            out[path] *= 1.0 + self.config.mention_boost * w
+            why[path].append("named in the issue")
+        return out
 
     def rerank(self, ranked: list[str], terms: list[tuple[str, str]], reads: list[ToolResult]) -> list[str]:
         """Move read files that contain more distinct terms ahead (stable otherwise)."""
@@ -175,6 +200,7 @@ class HeuristicRetriever:
         with RepoToolEnvironment(Path(checkout), ToolConfig.from_dict(self.env_config)) as env:
             results = env.run_turn([term_call(t, kind) for t, kind in terms]) if terms else []
             scores, why = self.score(terms, results)
+            scores = self.boost_mentions(task.problem_statement, scores, why)
             ranked = sorted(scores, key=lambda p: (-scores[p], p))[:self.config.top_n]
             reads = env.run_turn([ToolCall("read", {"path": p}) for p in ranked[:self.config.read_top]])
         ranked = self.rerank(ranked, terms, reads)

@@ -1,6 +1,11 @@
-"""``bm25``: BM25 (bm25s) over the text files of a checkout, one document per file, code-aware tokens.
+"""``bm25``: BM25 (bm25s) over the source files of a checkout, one document per file, code-aware tokens.
 
-The index of a snapshot is built once and cached under ``cache_dir()/indexes/bm25/<repo>@<commit>``.
+What is indexed is the config's file policy (:mod:`codegrep.retrievers.query`: source suffixes, no doc folders,
+tests and generated files down-weighted). The score of a file is its BM25 score times its policy weight, times
+``1 + mention_boost`` when the issue points at it (path, traceback frame, dotted module), times
+``1 + definition_boost * d`` when it defines identifiers the issue writes as code (``d`` sums ``1/n`` over those
+names, ``n`` = files defining the name). The index of a snapshot is built once and cached under
+``cache_dir()/indexes/bm25/<repo>@<commit>``.
 """
 from __future__ import annotations
 
@@ -19,8 +24,10 @@ from codegrep.data.tasks import Task
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
                                         read_bytes, snapshot_key, tokenize, tokenize_counts)
+from codegrep.retrievers.query import (DOC_DIRS, SOURCE_SUFFIXES, code_identifiers, defining_files, definitions,
+                                       mentioned_files, policy_from)
 
-INDEX_VERSION = "bm25-v2"  # bump when tokenisation changes, so stale caches are not reused
+INDEX_VERSION = "bm25-v3"  # bump when tokenisation changes, so stale caches are not reused
 
 
 @dataclass
@@ -35,6 +42,18 @@ class BM25Config:
     """How many times a file's path tokens are added to its document (paths are strong evidence)."""
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     """Files larger than this are not indexed."""
+    suffixes: tuple[str, ...] = SOURCE_SUFFIXES
+    """Suffixes of the files indexed (source code by default; empty = every text file)."""
+    exclude_dirs: tuple[str, ...] = DOC_DIRS
+    """Folder names (any depth) whose files are not indexed."""
+    test_weight: float = 0.5
+    """Score multiplier of test files (``tests/``, ``test_*.py``, ``*_test.go``...)."""
+    generated_weight: float = 0.5
+    """Score multiplier of files marked as generated in their first 2 KB."""
+    mention_boost: float = 0.5
+    """Extra weight of files the issue points at (paths, traceback frames, dotted module names); 0 = off."""
+    definition_boost: float = 0.5
+    """Extra weight of files defining identifiers the issue writes as code; 0 = off."""
     top_n: int = 20
     """Length of the returned ranking (the harness truncates to k for set metrics)."""
     memory_indexes: int = 8
@@ -48,13 +67,27 @@ class BM25Index:
     files: list[str]
     model: "object"
     vocab: dict[str, int] = field(default_factory=dict)
+    weights: list[float] = field(default_factory=list)
+    """Policy weight of each file (tests, generated files); empty = all 1."""
+    defs: dict[str, list[str]] = field(default_factory=dict)
+    """Names each file defines (``def``/``class``...), for the definition boost."""
 
-    def search(self, text: str, n: int) -> list[tuple[str, float]]:
+    def search(self, text: str, n: int, mention_boost: float = 0.0,
+               definition_boost: float = 0.0) -> list[tuple[str, float]]:
         """Top-n ``(file, score)`` for a free-text query; files with score 0 are left out."""
         tokens = [t for t in tokenize(text) if t in self.vocab]
         if not tokens or not self.files:
             return []
         scores = self.model.get_scores(tokens)
+        if self.weights:
+            scores = scores * np.asarray(self.weights)
+        position = {f: i for i, f in enumerate(self.files)}
+        if mention_boost:
+            for f, w in mentioned_files(text, self.files).items():
+                scores[position[f]] *= 1.0 + mention_boost * w
+        if definition_boost:
+            for f, w in defining_files(code_identifiers(text), self.defs).items():
+                scores[position[f]] *= 1.0 + definition_boost * w
         top = np.argsort(-scores, kind="stable")[:n]
         return [(self.files[i], float(scores[i])) for i in top if scores[i] > 0]
 
@@ -95,19 +128,30 @@ def fit_counts(model: "object", docs: list[dict[str, int]]) -> None:
 
 
 def build_index(root: Path, config: BM25Config) -> BM25Index:
-    """Tokenise every text file under ``root`` and fit bm25s (no caching here)."""
+    """Tokenise every file the policy keeps under ``root`` and fit bm25s (no caching here)."""
     import bm25s
 
-    files, docs = [], []
+    policy = policy_from(config)
+    files, docs, weights, defs = [], [], [], {}
     for rel in list_files(root, config.max_file_bytes):
-        counts = file_counts(root, rel, config.path_weight)
-        if counts is not None:
-            files.append(rel)
-            docs.append(counts)
+        if not policy.keeps(rel):
+            continue
+        data = read_bytes(root, rel)
+        if data is None:
+            continue
+        counts = tokenize_counts(data)
+        for tok in tokenize(rel):
+            counts[tok] = counts.get(tok, 0) + config.path_weight
+        files.append(rel)
+        docs.append(counts)
+        weights.append(policy.weight(rel, data[:2048]))
+        names = definitions(data)
+        if names:
+            defs[rel] = names
     model = bm25s.BM25(k1=config.k1, b=config.b, method="lucene")
     if docs:
         fit_counts(model, docs)
-    return BM25Index(files, model, dict(getattr(model, "vocab_dict", {}) or {}))
+    return BM25Index(files, model, dict(getattr(model, "vocab_dict", {}) or {}), weights, defs)
 
 
 def save_index(index: BM25Index, path: Path) -> None:
@@ -115,7 +159,8 @@ def save_index(index: BM25Index, path: Path) -> None:
     tmp = path.with_name(path.name + f".tmp{time.time_ns()}")
     tmp.mkdir(parents=True)
     index.model.save(str(tmp / "bm25"), show_progress=False)
-    (tmp / "files.json").write_text(json.dumps({"version": INDEX_VERSION, "files": index.files}))
+    (tmp / "files.json").write_text(json.dumps({"version": INDEX_VERSION, "files": index.files,
+                                                "weights": index.weights, "defs": index.defs}))
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
     try:
@@ -135,7 +180,7 @@ def load_index(path: Path) -> BM25Index | None:
     if info.get("version") != INDEX_VERSION:
         return None
     model = bm25s.BM25.load(str(path / "bm25"), show_progress=False, verbosity=0)
-    return BM25Index(info["files"], model, dict(model.vocab_dict))
+    return BM25Index(info["files"], model, dict(model.vocab_dict), info.get("weights") or [], info.get("defs") or {})
 
 
 class BM25Retriever:
@@ -152,7 +197,7 @@ class BM25Retriever:
     def config_tag(self) -> str:
         """Short hash of everything that changes the index, so different settings never share a cache."""
         c = self.config
-        raw = f"{INDEX_VERSION}|{c.k1}|{c.b}|{c.path_weight}|{c.max_file_bytes}"
+        raw = f"{INDEX_VERSION}|{c.k1}|{c.b}|{c.path_weight}|{c.max_file_bytes}|{policy_from(c).tag()}"
         return hashlib.sha1(raw.encode()).hexdigest()[:8]
 
     def index_for(self, task: Task, checkout: Path) -> BM25Index:
@@ -180,7 +225,8 @@ class BM25Retriever:
     def retrieve(self, task: Task, checkout: Path) -> Retrieval:
         start = time.perf_counter()
         index = self.index_for(task, Path(checkout))
-        hits = index.search(task.problem_statement, self.config.top_n)
+        hits = index.search(task.problem_statement, self.config.top_n, self.config.mention_boost,
+                            self.config.definition_boost)
         return Retrieval(files=[f for f, _ in hits], seconds=time.perf_counter() - start,
                          reasons={f: f"bm25 score {s:.2f}" for f, s in hits},
                          extra={"scores": [round(s, 4) for _, s in hits], "n_indexed": len(index.files)})

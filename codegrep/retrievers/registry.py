@@ -1,13 +1,12 @@
 """``make_retriever(name, cfg)``: every retriever by name, configured from a profile's ``retrievers`` section."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from codegrep import Retriever
-from codegrep.config import ConfigError
+from codegrep.config import ConfigError, from_mapping
 
-RETRIEVER_NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random")
+RETRIEVER_NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random", "bm25-plain")
 
 
 def config_from_dict(cls: type, values: dict[str, Any] | None, where: str):
@@ -19,16 +18,12 @@ def config_from_dict(cls: type, values: dict[str, Any] | None, where: str):
     >>> config_from_dict(RandomConfig, {"kk": 3}, "retrievers.random")
     Traceback (most recent call last):
     ...
-    codegrep.config.ConfigError: retrievers.random: unknown key(s) ['kk']; known: ['k', 'seed', 'suffixes']
+    codegrep.config.ConfigError: retrievers.random: unknown key 'kk' (did you mean 'k'?); known keys: k, seed, suffixes
     """
     values = dict(values or {})
-    known = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {known}")
     if "suffixes" in values and isinstance(values["suffixes"], list):
         values["suffixes"] = tuple(values["suffixes"])
-    return cls(**values)
+    return from_mapping(cls, values, where)
 
 
 def retriever_settings(cfg: dict[str, Any] | None, name: str) -> dict[str, Any]:
@@ -50,7 +45,7 @@ def make_retriever(name: str, cfg: dict[str, Any] | None = None, **overrides: An
     >>> make_retriever("nope")
     Traceback (most recent call last):
     ...
-    ValueError: unknown retriever 'nope'; choose one of ('bm25', 'dense', 'grep-heuristic', 'agent', 'oracle', 'random')
+    ValueError: unknown retriever 'nope'; choose one of ('bm25', 'dense', 'grep-heuristic', 'agent', 'oracle', 'random', 'bm25-plain')
     """
     settings = {**retriever_settings(cfg, name), **{k: v for k, v in overrides.items() if v is not None}}
     where = f"retrievers.{name}"
@@ -73,6 +68,9 @@ def make_retriever(name: str, cfg: dict[str, Any] | None = None, **overrides: An
         from codegrep.retrievers.calibration import RandomConfig, RandomRetriever
         settings.setdefault("seed", int((cfg or {}).get("seed", 0)))
         return RandomRetriever(config_from_dict(RandomConfig, settings, where))
+    if name == "bm25-plain":
+        from codegrep.retrievers.plain import PlainBM25Retriever
+        return PlainBM25Retriever(**settings)
     raise ValueError(f"unknown retriever {name!r}; choose one of {RETRIEVER_NAMES}")
 
 

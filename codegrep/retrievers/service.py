@@ -44,8 +44,10 @@ def retrieve_in_repo(retriever: Retriever, repo_dir: Path, issue: str, commit: s
 
 def load_task_source(source: str, repos_dir: str | None = None, split: str | None = None,
                      limit: int | None = None, seed: int = 0) -> tuple[list[Task], Any]:
-    """Tasks plus a resolver for their repositories; ``default`` is the offline default set."""
+    """Tasks plus a resolver for their repositories; ``default`` is the offline default set, ``verified`` /
+    ``lite-train`` the shipped real instances (their repositories: the shipped snapshots unless ``repos_dir``)."""
     from codegrep.data.repos import RepoResolver
+    from codegrep.data.sources import is_shipped_source, shipped_repos_dir
     from codegrep.data.tasks import load_tasks
 
     if source == "default":
@@ -53,6 +55,8 @@ def load_task_source(source: str, repos_dir: str | None = None, split: str | Non
 
         built = ensure_default_task_set()
         source, repos_dir = str(built.tasks_path), repos_dir or str(built.repos_dir)
+    elif is_shipped_source(source):
+        repos_dir = repos_dir or str(shipped_repos_dir())
     tasks = load_tasks(source, limit=limit, seed=seed, split=split)
     if not tasks:
         raise ValueError(f"--tasks {source}: no tasks" + (f" in split {split!r}" if split else ""))
