@@ -4,13 +4,15 @@ The listing is ``rg --files --null`` (``.git`` skipped, symlinks not followed wh
 worktree is a committed snapshot, so every committed file is listed (``--no-ignore``: the agent sees the
 same files as in checkout-free mode, including committed files that match ``.gitignore``); a live
 checkout (``snapshot=False``, the MCP server) applies its ignore files so virtualenvs and build outputs
-stay out, and is re-listed on every call because it changes. An explicit path is checked with
+stay out, and is re-listed when its listing is older than ``LIVE_LISTING_TTL_S`` because it changes (one
+listing serves all the lookups of one tool call, not one listing per file). An explicit path is checked with
 :func:`codegrep.env.sandbox.resolve_inside` first.
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from codegrep.env import textops
@@ -19,6 +21,9 @@ from codegrep.env.config import ToolConfig
 from codegrep.env.contract import ToolError
 from codegrep.env.procs import find_rg, run_capped
 from codegrep.env.sandbox import resolve_inside
+
+LIVE_LISTING_TTL_S = 2.0
+"""How long a live checkout's listing is reused (a tool call's per-file lookups share one listing)."""
 
 
 def is_pool_worktree(root: Path) -> bool:
@@ -39,11 +44,13 @@ class RepoToolEnvironment(ToolEnvironmentBase):
         self.rg = find_rg()
         self.snapshot = is_pool_worktree(self.root) if snapshot is None else snapshot
         self._cached: Listing | None = None
+        self._listed_at = 0.0
         self._lock = threading.Lock()
 
     def _listing(self) -> Listing:
         with self._lock:
-            if self._cached is not None:
+            if self._cached is not None and (self.snapshot or
+                                             time.monotonic() - self._listed_at < LIVE_LISTING_TTL_S):
                 return self._cached
         cmd = [self.rg, "--no-config", "--files", "--null", "--hidden", "--glob=!.git"]
         cmd += ["--no-ignore"] if self.snapshot else []
@@ -52,9 +59,8 @@ class RepoToolEnvironment(ToolEnvironmentBase):
             raise ToolError(f"listing the repository timed out after {self.config.timeout_s:g}s")
         raws = [p[2:] if p.startswith(b"./") else p for p in cap.stdout.split(b"\0") if p]
         listing = Listing({textops.display_path(raw): raw for raw in raws})
-        if self.snapshot:
-            with self._lock:
-                self._cached = listing
+        with self._lock:
+            self._cached, self._listed_at = listing, time.monotonic()
         return listing
 
     def _size(self, name: str) -> int:
