@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 EXTRAS  ?=
 ARGS    ?=
 
-.PHONY: install reproduce test test-fast notebooks-ci report clean-cache
+.PHONY: install reproduce lint test test-fast notebooks-ci report clean-cache
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,12 @@ install: $(VENV)/.installed
 reproduce: install
 	$(VENV)/bin/codegrep reproduce --profile $(PROFILE) $(ARGS)
 
-# The test suite, which also executes every notebook on the `ci` profile and checks their numbers.
-test: install
+# Lint (ruff; configuration in pyproject.toml [tool.ruff]).
+lint: install
+	$(VENV)/bin/ruff check codegrep tests
+
+# Lint, then the test suite, which also executes every notebook on the `ci` profile and checks their numbers.
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
 
 test-fast: install

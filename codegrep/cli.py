@@ -1,4 +1,4 @@
-"""The ``codegrep`` command: thin wrappers over the library.
+"""The codegrep command: thin wrappers over the library.
 
 Each area contributes its sub-commands through a ``register(subparsers)`` function in its
 ``commands`` module (and ``register_bench(bench_subparsers)`` for ``codegrep bench ...``), so this
@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
+
+from codegrep.errors import user_message
 
 COMMAND_MODULES = (
     "codegrep.data.commands",        # tasks default|stats
@@ -29,12 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks that print ratios against baselines measured in the same run")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # that area is not built yet
-                continue
-            raise
+        module = importlib.import_module(name)  # a command module that fails to import is a bug: never skip it
+        if not hasattr(module, "register") and not hasattr(module, "register_bench"):
+            raise RuntimeError(f"{name} registers no command (no register/register_bench function)")
         if hasattr(module, "register"):
             module.register(sub)
         if hasattr(module, "register_bench"):
@@ -50,10 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        # Library errors carry the file/line/argument that caused them; show that, not a traceback.
-        print(f"codegrep {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:  # the one error boundary: a user mistake is one line, a bug keeps its traceback
+        message = user_message(exc)
+        if message is not None:
+            print(f"codegrep {args.command}: error: {message}", file=sys.stderr)
+            return 2
+        traceback.print_exc()
+        print(f"codegrep {args.command}: internal error: {type(exc).__name__}: {exc}\n"
+              "This is a bug in codegrep, not a mistake in your input: please report it with the traceback above.",
+              file=sys.stderr)
+        return 1
     return int(rc or 0)
 
 

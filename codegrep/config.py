@@ -8,18 +8,25 @@ differ by configuration only; every stage reads its own section (``tasks``, ``en
 from __future__ import annotations
 
 import copy
+import dataclasses
+import difflib
+import importlib
 import os
 import random
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, TypeVar
 
 import yaml
+
+from codegrep.errors import UserError, read_text
+
+T = TypeVar("T")
 
 PROFILES = ("ci", "smoke", "paper")
 DEFAULT_PROFILE = "smoke"
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A profile or override that cannot be used; the message names the file or argument."""
 
 
@@ -46,6 +53,208 @@ def profile_path(profile: str | os.PathLike) -> Path:
         raise ConfigError(f"unknown profile {str(profile)!r}: expected one of {PROFILES} or a YAML path "
                           f"(looked for {cand})")
     return cand
+
+
+def unknown_key_error(key: str, known: Iterable[str], source: str) -> "ConfigError":
+    """The one wording of an unknown key: the source, the key, its close matches, the known keys.
+
+    >>> print(unknown_key_error("max_stepz", ["max_steps", "seed"], "--set train.max_stepz"))
+    --set train.max_stepz: unknown key 'max_stepz' (did you mean 'max_steps'?); known keys: max_steps, seed
+    """
+    known = sorted(set(known))
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return ConfigError(f"{source}: unknown key {key!r}{hint}; known keys: {', '.join(known) or '(none)'}")
+
+
+def check_keys(data: Mapping[str, Any] | None, known: Iterable[str], source: str) -> None:
+    """Raise ``ConfigError`` naming ``source`` and the first unknown key of ``data`` (with close matches).
+
+    >>> check_keys({"mode": 1}, ["max_worktrees", "mode"], "configs/x.yaml: env")
+    >>> check_keys({"max_worktree": 1}, ["max_worktrees", "mode"], "configs/x.yaml: env")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: configs/x.yaml: env: unknown key 'max_worktree' (did you mean 'max_worktrees'?); known keys: max_worktrees, mode
+    """
+    if data is None:
+        return
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: must be a mapping, got {type(data).__name__}")
+    known = set(known)
+    for key in data:
+        if key not in known:
+            raise unknown_key_error(str(key), known, source)
+
+
+def config_fields(cls: type) -> list[str]:
+    """Field names of a config dataclass."""
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any] | None, source: str, *, ignore: Iterable[str] = ()) -> T:
+    """Build the config dataclass ``cls`` from a mapping; the one way to do it in this package.
+
+    ``source`` names where the mapping came from (``where(cfg, "env")``, ``"--set"``, a file) and heads
+    the error; keys in ``ignore`` are allowed but belong to another component (skipped). An unknown key is
+    a ``ConfigError`` naming the key and its close matches; None means all defaults.
+
+    >>> @dataclasses.dataclass
+    ... class Demo:
+    ...     max_turns: int = 4
+    ...     top_p: float = 1.0
+    >>> from_mapping(Demo, {"max_turns": 2, "model": "x"}, "agent", ignore=["model"])
+    Demo(max_turns=2, top_p=1.0)
+    >>> from_mapping(Demo, {"max_turn": 2}, "configs/ci.yaml: agent")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: configs/ci.yaml: agent: unknown key 'max_turn' (did you mean 'max_turns'?); known keys: max_turns, top_p
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"from_mapping needs a dataclass, got {cls!r}")
+    names, ignore = config_fields(cls), set(ignore)
+    check_keys(data, set(names) | ignore, source)
+    return cls(**{k: v for k, v in (data or {}).items() if k in names and k not in ignore})
+
+
+def where(cfg: Mapping[str, Any] | None, dotted: str) -> str:
+    """The source string of a profile section for error messages: ``"configs/smoke.yaml: env.bench"``.
+
+    >>> where({"_source": "configs/ci.yaml"}, "agent")
+    'configs/ci.yaml: agent'
+    >>> where(None, "agent")
+    'agent'
+    """
+    src = (cfg or {}).get("_source")
+    return f"{src}: {dotted}" if src else dotted
+
+
+# Which config dataclasses a profile path may hold, beside the keys its YAML already has ("module:attr",
+# imported only when a `--set`/notebook key is not in the YAML). Owners: add your section's classes here.
+# An attr is a config dataclass or a tuple of key names (keys owned by code that has no dataclass).
+SECTION_SCHEMAS: dict[str, tuple[str, ...]] = {
+    "agent": ("codegrep.agent.protocol:AgentConfig", "codegrep.agent.protocol:PolicyConfig"),
+    "env": ("codegrep.env.config:ToolConfig", "codegrep.env.config:ENV_OTHER_KEYS"),
+    "train": ("codegrep.rl.trainer:CodeGrepArgs", "trl:GRPOConfig"),
+    "retrievers.bm25": ("codegrep.retrievers.lexical:BM25Config",),
+    "retrievers.dense": ("codegrep.retrievers.dense:DenseConfig",),
+    "retrievers.grep-heuristic": ("codegrep.retrievers.heuristic:HeuristicConfig",),
+    "retrievers.random": ("codegrep.retrievers.calibration:RandomConfig",),
+    "downstream.mini_swe_agent": ("codegrep.downstream.mini_swe_agent:MiniSweAgentConfig",),
+    "downstream.openhands": ("codegrep.downstream.openhands:OpenHandsConfig",),
+    "downstream.hints": ("codegrep.downstream.hints:HintExperimentConfig",),
+    "downstream.verify": ("codegrep.downstream.verify:VerifyConfig",),
+    "downstream.replay.params": ("codegrep.downstream.replay:ReplayParams",),
+    "downstream.threshold": ("codegrep.downstream.threshold:ThresholdConfig",),
+    # Sections read key by key (no dataclass yet): their keys, listed below; owners may move them beside their code.
+    "tasks": ("codegrep.config:TASKS_KEYS",),
+    "tasks.splits.train": ("codegrep.config:TASKS_SPLIT_KEYS",),
+    "tasks.splits.eval": ("codegrep.config:TASKS_SPLIT_KEYS",),
+    "mining": ("codegrep.config:MINING_KEYS",),
+    "env.bench": ("codegrep.config:ENV_BENCH_KEYS",),
+    "retrievers": ("codegrep.config:RETRIEVERS_KEYS",),
+    "retrievers.agent": ("codegrep.retrievers.agentic:OWN_KEYS", "codegrep.agent.protocol:AgentConfig",
+                         "codegrep.agent.protocol:PolicyConfig"),
+    "downstream": ("codegrep.config:DOWNSTREAM_KEYS",),
+    "downstream.replay": ("codegrep.config:DOWNSTREAM_REPLAY_KEYS",),
+}
+TASKS_KEYS = ("source", "repos_dir", "mirror_dir", "offline", "repos", "instance_ids", "limit", "seed", "on_error",
+              "splits")
+"""``tasks:`` (``codegrep.data.tasks.profile_tasks``)."""
+TASKS_SPLIT_KEYS = tuple(k for k in TASKS_KEYS if k != "splits")
+"""``tasks.splits.<split>``: per-split overrides of the ``tasks:`` keys."""
+MINING_KEYS = ("inputs", "format", "tasks", "repos", "workers", "demonstrations", "resolved_only")
+"""``mining:`` (``codegrep.mining.catm.mine_profile``)."""
+ENV_BENCH_KEYS = ("repo", "rollouts", "group", "turns", "calls", "samples", "concurrency")
+"""``env.bench:`` (``codegrep.env.bench.profile_environment``)."""
+RETRIEVERS_KEYS = ("names", "k", "workers", "limit", "bm25", "dense", "grep-heuristic", "grep_heuristic", "agent",
+                   "oracle", "random")
+"""``retrievers:`` (``codegrep.retrievers.evaluate``) and one block per retriever (``registry.retriever_settings``)."""
+DOWNSTREAM_KEYS = ("agent", "retrievers", "primary", "replay", "threshold", "mini_swe_agent", "openhands", "hints",
+                   "verify")
+"""``downstream:`` (``codegrep.downstream.stages``, ``commands``)."""
+DOWNSTREAM_REPLAY_KEYS = ("trajectories", "gold_tasks", "seed", "params")
+"""``downstream.replay:`` (``codegrep.downstream.stages.replay_setup``)."""
+# Top-level keys of a profile. A new section is added here by its owner.
+PROFILE_SECTIONS = ("profile", "seed", "tasks", "env", "mining", "agent", "retrievers", "train", "downstream",
+                    "notebooks")
+
+
+def schema_keys(dotted: str) -> set[str]:
+    """Field names of the dataclasses registered for a profile path (empty when none is registered)."""
+    out: set[str] = set()
+    for spec in SECTION_SCHEMAS.get(dotted, ()):
+        module, _, attr = spec.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):  # a class being moved by its owner: fall back to the YAML's keys
+            continue
+        out |= set(config_fields(obj)) if dataclasses.is_dataclass(obj) else set(obj)
+    return out
+
+
+def check_profile(cfg: Mapping[str, Any]) -> None:
+    """Check every registered section of a loaded profile against its config classes (unknown key -> error
+    naming the file, the section and the key). ``train`` is checked when it holds more than ``config``."""
+    for dotted in SECTION_SCHEMAS:
+        node: Any = cfg
+        for key in dotted.split("."):
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping) or (dotted == "train" and set(node) <= {"config"}):
+            continue
+        known = schema_keys(dotted)
+        if dotted == "train":
+            known |= {"config"} | _train_yaml_keys(cfg)
+        if known:
+            check_keys(node, known, where(cfg, dotted))
+
+
+def _train_yaml_keys(cfg: Mapping[str, Any]) -> set[str]:
+    """Keys of the training YAML the profile's ``train.config`` names (``train.*`` overrides reach it)."""
+    rel = (cfg.get("train") or {}).get("config") if isinstance(cfg.get("train"), Mapping) else None
+    if not rel:
+        return set()
+    path = Path(rel) if Path(rel).is_absolute() else project_root() / rel
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return set()
+    return set(data) if isinstance(data, dict) else set()
+
+
+def check_override_key(cfg: Mapping[str, Any], dotted: str, source: str = "--set") -> None:
+    """Refuse a dotted override whose path is neither in the profile nor a field of the section's config.
+
+    >>> check_override_key({"agent": {"max_turns": 4}}, "agent.max_turns")
+    >>> check_override_key({"agent": {"max_turns": 4}}, "agent.max_turnz")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: --set agent.max_turnz: unknown key 'max_turnz' (did you mean 'max_turns'?); ...
+    """
+    keys = dotted.split(".")
+    node: Any = cfg
+    for depth, key in enumerate(keys):
+        prefix = ".".join(keys[:depth])
+        if depth == 0:
+            known = set(cfg) | set(PROFILE_SECTIONS)
+        else:
+            known = (set(node) if isinstance(node, Mapping) else set()) | schema_keys(prefix)
+            if prefix == "train":
+                known |= _train_yaml_keys(cfg)
+            if prefix.startswith("notebooks."):
+                return  # a notebook's parameters: `codegrep reproduce` checks them against its parameters cell
+        if key not in known:
+            err = unknown_key_error(key, known, f"{source} {dotted}")
+            if len(str(err)) > 400:
+                err = ConfigError(str(err)[:400] + " ...")
+            raise err
+        node = node.get(key) if isinstance(node, Mapping) else None
+        if node is None and depth < len(keys) - 1 and not schema_keys(".".join(keys[: depth + 1])):
+            return  # a new nested mapping under a known key (e.g. a per-split override): nothing to check
+
+
+def validate_profile(cfg: Mapping[str, Any], source: str) -> None:
+    """Top-level keys of a profile must be known sections."""
+    check_keys({k: v for k, v in cfg.items() if not str(k).startswith("_")}, PROFILE_SECTIONS, source)
 
 
 def _set_dotted(cfg: dict, dotted: str, value: Any, source: str) -> None:
@@ -79,18 +288,37 @@ def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
     """Load a profile, apply dotted overrides, and record where it came from under ``_source``."""
     path = profile_path(profile)
     try:
-        cfg = yaml.safe_load(path.read_text()) or {}
+        cfg = yaml.safe_load(read_text(path, "profile")) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: top level must be a mapping, got {type(cfg).__name__}")
+    validate_profile(cfg, str(path))
     if overrides is not None and not isinstance(overrides, dict):
         overrides = parse_overrides(overrides)
     for k, v in (overrides or {}).items():
-        _set_dotted(cfg, k, v, "override")
+        check_override_key(cfg, k, "--set")
+        _set_dotted(cfg, k, v, "--set")
     cfg.setdefault("profile", path.stem)
     cfg.setdefault("seed", 0)
     cfg["_source"] = str(path)
+    return cfg
+
+
+def notebook_profile(profile: str | os.PathLike, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The one way a notebook applies its parameters: load ``profile`` with dotted overrides.
+
+    ``params`` maps profile paths to the notebook's parameters, e.g. ``{"mining.workers": workers}``;
+    a value of None means "the profile's own value" and is dropped. Keys are checked like ``--set``
+    (an unknown one is a ``ConfigError`` naming it); what was applied is kept under ``_notebook_params``.
+    """
+    from codegrep.quiet import quiet
+
+    quiet()  # known-harmless warnings only (see codegrep.quiet)
+    applied = {k: v for k, v in (params or {}).items() if v is not None}
+    cfg = load_profile(profile, applied)
+    check_profile(cfg)
+    cfg["_notebook_params"] = applied
     return cfg
 
 

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from codegrep.config import load_profile, project_root, seed_everything
+from codegrep.config import check_keys, check_profile, load_profile, project_root, seed_everything, where
 
 NOTEBOOKS = ("01_mining", "02_environment", "03_training", "04_ablation",
              "05_precision_threshold", "06_downstream_eval")
@@ -58,6 +58,30 @@ def select_notebooks(only: str | Sequence[str] | None) -> list[str]:
             raise ValueError(f"--only: unknown notebook {w!r}; expected numbers or names from {NOTEBOOKS}")
         picked += match
     return [n for n in NOTEBOOKS if n in picked]
+
+
+def notebook_parameters(nb_path: Path) -> list[str]:
+    """Names assigned in a notebook's cell tagged ``parameters`` (what ``notebooks.<name>`` may set)."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    names: list[str] = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            for node in ast.parse(cell.source).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                    if isinstance(node, ast.AnnAssign) else []
+                names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def notebook_params(cfg: dict[str, Any], name: str, nb_path: Path) -> dict[str, Any]:
+    """``notebooks.<name>`` of the profile, each key checked against the notebook's parameters cell."""
+    params = dict((cfg.get("notebooks") or {}).get(name) or {})
+    check_keys(params, notebook_parameters(nb_path), where(cfg, f"notebooks.{name}"))
+    return params
 
 
 def code_hash(root: Path | None = None) -> str:
@@ -101,10 +125,21 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     root = project_root()
     notebooks_dir = Path(notebooks_dir or root / "notebooks")
     out = Path(out or root).resolve()
+    from codegrep.errors import output_dir
+
+    for d in (out, out / "artifacts" / "notebooks", out / "figures"):  # a file in the way fails before any work
+        output_dir(d, "--out")
     artifacts, figures = out / "artifacts", out / "figures"
+    # profile and --set keys are checked before anything is written (an unknown key names itself)
+    cfg = load_profile(profile, list(overrides) + ([f"seed={seed}"] if seed is not None else []))
+    check_profile(cfg)
+    check_keys(cfg.get("notebooks"), NOTEBOOKS, where(cfg, "notebooks"))
+    selected = select_notebooks(only)
+    for name in selected:  # every notebook's parameters are checked before the first one runs
+        if (notebooks_dir / f"{name}.ipynb").is_file():
+            notebook_params(cfg, name, notebooks_dir / f"{name}.ipynb")
     (artifacts / "notebooks").mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
-    cfg = load_profile(profile, list(overrides) + ([f"seed={seed}"] if seed is not None else []))
     seed_everything(int(cfg["seed"]))
     resolved = artifacts / "profile.yaml"  # every notebook reads this one resolved profile
     profile_text = yaml.safe_dump({k: v for k, v in cfg.items() if k != "_source"}, sort_keys=True)
@@ -113,12 +148,12 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
     library = code_hash()
     result = ReproduceResult()
-    for name in select_notebooks(only):
+    for name in selected:
         nb_path = notebooks_dir / f"{name}.ipynb"
         if not nb_path.is_file():
             raise FileNotFoundError(f"notebook not found: {nb_path}")
         params = {"profile": str(resolved), "artifacts_dir": str(artifacts), "figures_dir": str(figures),
-                  **(cfg.get("notebooks", {}).get(name) or {})}
+                  **notebook_params(cfg, name, nb_path)}
         key = cache_key(nb_path, params, profile_text, library)
         executed = artifacts / "notebooks" / f"{name}.ipynb"
         if not force and cache.get(name, {}).get("key") == key and executed.is_file():

@@ -21,6 +21,7 @@ HARMLESS_MESSAGES = (
     r".*The attention mask and the pad token id were not set.*",
     r".*Unable to parse line.*",                         # papermill parameter-cell parsing of comments
     r".*pin_memory.*no accelerator is found.*",          # torch DataLoader on CPU
+    r".*`gradient_checkpointing` is deprecated.*",       # transformers TrainingArguments rename (TRL configs)
 )
 """Message patterns of warnings known to be harmless here."""
 

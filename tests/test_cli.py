@@ -53,3 +53,21 @@ def test_leaf_commands_have_a_function():
             parent = sub.choices[name]
         has_children = any(isinstance(a, argparse._SubParsersAction) for a in parent._actions)
         assert has_children or callable(parent.get_default("func")), f"codegrep {' '.join(path)} has no func"
+
+
+def test_a_command_module_that_fails_to_import_fails_the_cli(monkeypatch):
+    """A broken area must not silently vanish from the command line."""
+    from codegrep import cli
+
+    monkeypatch.setattr(cli, "COMMAND_MODULES", cli.COMMAND_MODULES + ("codegrep.no_such_commands",))
+    with pytest.raises(ModuleNotFoundError, match="codegrep.no_such_commands"):
+        cli.build_parser()
+
+
+def test_set_typo_fails_with_the_key_named():
+    """`--set` keys are checked against the profile and its config dataclasses: exit 2, one line, key named."""
+    done = subprocess.run([sys.executable, "-m", "codegrep", "reproduce", "--profile", "ci", "--only", "01",
+                           "--set", "agent.max_turnz=3"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "unknown key 'max_turnz'" in done.stderr and "did you mean 'max_turns'" in done.stderr
+    assert "Traceback" not in done.stderr

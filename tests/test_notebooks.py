@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -40,18 +41,154 @@ def test_every_notebook_ran_and_second_run_is_cached(ci_run):
     assert second["cached"] == list(NOTEBOOKS) and not second["ran"]
 
 
+@dataclass(frozen=True)
+class Spec:
+    """What a headline number must be: present, of a type, within [lo, hi], non-null unless ``nullable``."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    kind: type | tuple[type, ...] = (int, float)
+    nullable: bool = False
+    """Null is allowed (the headline's ``reasons`` must then say why): for quantities a run may not define,
+    such as a crossing point that does not exist on the curve."""
+
+
+PROB = Spec(0.0, 1.0)
+NONNEG = Spec(0.0)
+COUNT = Spec(1, kind=int)
+COUNT0 = Spec(0, kind=int)
+SIGNED = Spec()
+TEXT = Spec(kind=str)
+ZERO = Spec(0, 0, kind=int)
+# The headline keys every notebook must record on the `ci` profile, with plausible ranges. Extend a notebook's
+# dict when it gains a headline; keys named in the issues (13, 15, 20) are required here.
+REQUIRED: dict[str, dict[str, Spec]] = {
+    "01_mining": {
+        "trajectories": COUNT, "parsed": COUNT, "useful_records": COUNT0, "demonstrations": COUNT0,
+        "formats": COUNT, "gold_precision": PROB, "gold_recall": PROB, "gold_n": COUNT,
+        "median_steps_to_first_target_view": NONNEG, "median_wasted_read_share": PROB,
+    },
+    "02_environment": {
+        "bench_repo_files": COUNT, "pool_per_rollout_ms": NONNEG, "clone_per_rollout_ms": NONNEG,
+        "tool_p50_ms": NONNEG, "tool_p99_ms": NONNEG, "loaded_p99_ms": NONNEG, "failures": COUNT0,
+        "leaked_worktrees": ZERO, "recommended_mode": TEXT, "tasks": COUNT,
+    },
+    "03_training": {  # issue 20
+        "steps": COUNT, "train_seconds_per_step": Spec(0.0), "final_kl": NONNEG,
+        "p_at_1_agent": PROB, "p_at_1_bm25": PROB, "p_at_1_diff": Spec(-1.0, 1.0),
+        "p_at_1_diff_lo": Spec(-1.0, 1.0), "p_at_1_diff_hi": Spec(-1.0, 1.0), "n_eval_instances": COUNT,
+    },
+    "04_ablation": {  # issue 15
+        "kl_log_ratio_mean": SIGNED, "kl_log_ratio_lo": SIGNED, "kl_log_ratio_hi": SIGNED,
+        "n_paired_seeds": Spec(2, kind=int), "tied_group_share": PROB, "sign_test_p": PROB, "verdict": TEXT,
+    },
+    "05_precision_threshold": {  # issue 13
+        "threshold_replay": Spec(0.0, 1.0, nullable=True), "threshold_replay_lo": Spec(0.0, 1.0, nullable=True),
+        "threshold_replay_hi": Spec(0.0, 1.0, nullable=True),
+        "threshold_observational": Spec(0.0, 1.0, nullable=True),
+        "threshold_observational_lo": Spec(0.0, 1.0, nullable=True),
+        "threshold_observational_hi": Spec(0.0, 1.0, nullable=True),
+        "paper_threshold_interval": Spec(kind=list),
+    },
+    "06_downstream_eval": {  # issue 13
+        "n_instances": COUNT, "instance_source": Spec(kind=str),
+    },
+}
+INTERVALS = {  # (value, lo, hi) triples that must be ordered when all three are present
+    "03_training": [("p_at_1_diff", "p_at_1_diff_lo", "p_at_1_diff_hi")],
+    "04_ablation": [("kl_log_ratio_mean", "kl_log_ratio_lo", "kl_log_ratio_hi")],
+    "05_precision_threshold": [("threshold_replay", "threshold_replay_lo", "threshold_replay_hi"),
+                               ("threshold_observational", "threshold_observational_lo",
+                                "threshold_observational_hi")],
+}
+
+
+LABELLED = {  # what produced a number, as the headline must record it (per-key `sources`, else `source`)
+    "05_precision_threshold": {"threshold_replay": "model", "threshold_observational": "fit"},
+}
+
+
+def check_headline(name: str, record: dict) -> list[str]:
+    """Every problem with one notebook's headline record (empty = fine). Pure, so it is tested directly."""
+    numbers, reasons, problems = record.get("numbers") or {}, record.get("reasons") or {}, []
+    for key, spec in REQUIRED.get(name, {}).items():
+        if key not in numbers:
+            problems.append(f"{name}: {key} missing")
+            continue
+        value = numbers[key]
+        if value is None:
+            if not spec.nullable:
+                problems.append(f"{name}: {key} is null")
+            continue
+        if spec.kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)  # a count written as 3.0 is still a count
+        if isinstance(value, bool) or not isinstance(value, spec.kind):
+            problems.append(f"{name}: {key} = {value!r} is not {spec.kind}")
+        elif isinstance(value, (int, float)) and not spec.lo <= value <= spec.hi:
+            problems.append(f"{name}: {key} = {value!r} outside [{spec.lo}, {spec.hi}]")
+    for key, value in numbers.items():  # any empty number, required or not, must say why
+        if value is None and not reasons.get(key):
+            problems.append(f"{name}: {key} is null with no reason recorded")
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{name}: {key} is not finite")
+    for key, kind in LABELLED.get(name, {}).items():
+        recorded = (record.get("sources") or {}).get(key, record.get("source"))
+        if key in numbers and recorded != kind:
+            problems.append(f"{name}: {key} must be labelled {kind!r}, recorded as {recorded!r}")
+    for v, lo, hi in INTERVALS.get(name, []):
+        triple = [numbers.get(k) for k in (v, lo, hi)]
+        if all(isinstance(x, (int, float)) for x in triple) and not triple[1] <= triple[0] <= triple[2]:
+            problems.append(f"{name}: {v} = {triple[0]} not inside [{triple[1]}, {triple[2]}]")
+    return problems
+
+
+def test_headline_check_can_fail():
+    good = {"numbers": {"trajectories": 3, "parsed": 3, "useful_records": 1, "demonstrations": 1, "formats": 1,
+                        "gold_precision": 0.5, "gold_recall": 1.0, "gold_n": 2,
+                        "median_steps_to_first_target_view": 2.0, "median_wasted_read_share": 0.1}}
+    assert check_headline("01_mining", good) == []
+    for key, bad in [("gold_precision", None), ("gold_precision", 1.5), ("trajectories", 0), ("formats", "x")]:
+        record = {"numbers": {**good["numbers"], key: bad}}
+        assert check_headline("01_mining", record), (key, bad)
+    missing = {"numbers": {k: v for k, v in good["numbers"].items() if k != "gold_recall"}}
+    assert check_headline("01_mining", missing) == ["01_mining: gold_recall missing"]
+    assert check_headline("01_mining", {"numbers": {**good["numbers"], "extra": None}})  # null without a reason
+    assert not check_headline("01_mining", {"numbers": {**good["numbers"], "extra": None},
+                                            "reasons": {"extra": "no runs"}})
+    assert check_headline("02_environment", {"numbers": {"leaked_worktrees": 1}})
+    labels = {"threshold_replay": 0.2, "threshold_observational": 0.5}
+    assert any("labelled 'fit'" in p for p in check_headline("05_precision_threshold",
+                                                             {"numbers": labels, "source": "model"}))
+    assert not any("labelled" in p for p in check_headline(
+        "05_precision_threshold", {"numbers": labels, "source": "model", "sources": {"threshold_observational": "fit"}}))
+    assert check_headline("04_ablation", {"numbers": {"kl_log_ratio_mean": 2.0, "kl_log_ratio_lo": -1.0,
+                                                      "kl_log_ratio_hi": 1.0}})
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_saved_figures_and_finite_headlines(ci_run, name):
+def test_notebook_saved_figures_and_required_headlines(ci_run, name):
     out = ci_run[0]
-    numbers = headline(out, name)
-    assert numbers, f"{name} recorded no headline numbers"
-    for key, value in numbers.items():
-        if isinstance(value, float):
-            assert math.isfinite(value), f"{name}: {key} is not finite"
+    path = out / "artifacts" / "headlines" / f"{name}.json"
+    assert path.is_file(), f"{name} recorded no headline file"
+    record = json.loads(path.read_text())
+    assert record.get("numbers"), f"{name} recorded no headline numbers"
+    problems = check_headline(name, record)
+    assert not problems, "\n".join(problems)
     figs = sorted((out / "figures").glob(f"{name[:2]}_*.png"))
     assert figs, f"{name} saved no figure"
     for png in figs:
         assert png.with_suffix(".svg").is_file(), f"{png.name} has no SVG twin"
+
+
+def test_every_report_claim_is_recorded(ci_run):
+    """Each claim row of the report reads keys its notebook actually wrote."""
+    from codegrep.report import CLAIMS
+
+    out = ci_run[0]
+    for claim in CLAIMS:
+        numbers = headline(out, claim.notebook)
+        for key in (claim.run_key, claim.lo_key, claim.hi_key, claim.n_key):
+            assert key is None or key in numbers, f"report claim {claim.claim!r}: {claim.notebook} lacks {key!r}"
 
 
 def test_report_lists_every_claim_with_this_runs_value(ci_run):
@@ -59,6 +196,7 @@ def test_report_lists_every_claim_with_this_runs_value(ci_run):
     report = (out / "artifacts" / "report.md").read_text()
     assert "| claim | paper (reference) | this run |" in report
     assert "not run" not in report, "every notebook's claim rows must be filled"
+    assert "a bug to report" not in report, "a claim row is empty and its notebook recorded no reason"
     assert (out / "artifacts" / "report.html").is_file()
     run = json.loads((out / "artifacts" / "run.json").read_text())
     assert run["profile"] == "ci" and run["git_commit"]

@@ -90,3 +90,55 @@ def test_environment_yml_mirrors_pyproject():
     env = (ROOT / "environment.yml").read_text()
     missing = [d for d in deps if f"- {d}" not in env]
     assert not missing, f"environment.yml lacks {missing}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_applies_parameters_one_way(name):
+    """Parameters reach the profile only through ``codegrep.config.notebook_profile`` (checked like ``--set``)."""
+    nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert code.count("notebook_profile(profile") == 1, f"{name}: build cfg with notebook_profile(profile, ...)"
+    assert "load_profile(" not in code, f"{name} calls load_profile directly"
+    for line in (raw.strip() for raw in code.splitlines()):
+        mutates = line.startswith(("cfg.setdefault(", "cfg.update(", "cfg.pop(")) or (
+            line.startswith("cfg[") and "] =" in line)
+        assert not mutates, f"{name} changes the profile outside notebook_profile: {line}"
+
+
+def test_notebook_profile_applies_and_checks_parameters():
+    from codegrep.config import ConfigError, notebook_profile
+
+    cfg = notebook_profile("ci", {"mining.workers": 3, "mining.inputs": None})
+    assert cfg["mining"]["workers"] == 3 and cfg["_notebook_params"] == {"mining.workers": 3}
+    with pytest.raises(ConfigError, match=r"unknown key 'workerz' \(did you mean 'workers'\?\)"):
+        notebook_profile("ci", {"mining.workerz": 3})
+
+
+def test_unknown_override_fails_before_anything_is_written(tmp_path):
+    from codegrep.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--set train.max_stepz: unknown key 'max_stepz' \(did you mean 'max_steps'"):
+        reproduce(profile="ci", only="01", out=tmp_path / "run", overrides=["train.max_stepz=3"])
+    assert not (tmp_path / "run").exists()
+
+
+def test_notebook_parameters_are_checked_against_the_parameters_cell(tmp_path):
+    from codegrep.config import ConfigError
+    from codegrep.pipeline import notebook_parameters
+
+    nb = _notebook(tmp_path, WRITE_HEADLINE)
+    assert notebook_parameters(nb) == list(COMMON_PARAMS)
+    with pytest.raises(ConfigError, match=r"notebooks.01_mining: unknown key 'artifact_dir' \(did you mean "
+                                          r"'artifacts_dir'"):
+        reproduce(profile="ci", only="01", out=tmp_path / "run", notebooks_dir=tmp_path / "nbs",
+                  overrides=["notebooks.01_mining.artifact_dir=x"])
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_shipped_profiles_pass_notebook_parameters_that_exist(name):
+    from codegrep.config import load_profile
+    from codegrep.pipeline import notebook_params
+
+    for profile in sorted(p.stem for p in (ROOT / "configs").glob("*.yaml")):
+        notebook_params(load_profile(profile), name, ROOT / "notebooks" / f"{name}.ipynb")

@@ -14,9 +14,7 @@ from typing import Any, Sequence
 
 from codegrep import TRAJECTORY_FORMAT, Policy, ToolEnvironment
 from codegrep.agent.policies import estimate_tokens
-from codegrep.agent.protocol import (AgentConfig, build_messages, format_observation, parse_tool_calls,
-                                     tool_argument_types, turn_note)
-from codegrep.metrics import dedupe, normalize_path
+from codegrep.agent.protocol import AgentConfig, apply_turn, build_messages, tool_argument_types
 
 
 @dataclass
@@ -113,29 +111,20 @@ def _usage(policy: Policy, i: int, n: int, history: list[dict], output: str) -> 
 
 
 def _advance(ep: Episode, env: ToolEnvironment, turn: Turn, number: int, config: AgentConfig) -> bool:
-    """Apply one generated turn to ``ep``; True when the episode is over."""
+    """Apply one generated turn to ``ep`` (``protocol.apply_turn``, shared with training); True when over."""
     ep.messages.append({"role": "assistant", "content": turn.output})
     ep.turns.append(turn)
-    parsed = parse_tool_calls(turn.output)
-    turn.errors = list(parsed.errors)
-    if parsed.submit is not None:
-        ep.files = dedupe([normalize_path(f) for f in parsed.submit])[: config.max_submit_files]
-        ep.submitted = True
+    outcome = apply_turn(turn.output, number, config, env.run_turn)
+    turn.errors = outcome.errors
+    turn.tool_s = outcome.tool_s
+    if outcome.submit is not None:
+        ep.files, ep.submitted = outcome.submit, True
+    if outcome.done:
         return True
-    if number >= config.max_turns:
-        return True  # out of turns without submitting: no files
-    calls = parsed.calls[: config.max_calls_per_turn]
-    if len(parsed.calls) > len(calls):
-        turn.errors.append(f"{len(parsed.calls) - len(calls)} calls over the limit of "
-                           f"{config.max_calls_per_turn} per turn were not run")
-    start = time.perf_counter()
-    results = env.run_turn(calls) if calls else []
-    turn.tool_s = time.perf_counter() - start
     turn.calls = [{"name": c.name, "arguments": c.arguments, **{k: getattr(r, k) for k in
-                   ("ok", "error", "truncated", "latency_ms", "bytes_out")}} for c, r in zip(calls, results)]
-    note = turn_note(number + 1, config.max_turns)
-    ep.messages.append({"role": "user", "content": format_observation(
-        results, calls, turn.errors, config.max_observation_tokens, note=note)})
+                   ("ok", "error", "truncated", "latency_ms", "bytes_out")}}
+                  for c, r in zip(outcome.calls, outcome.results)]
+    ep.messages.append({"role": "user", "content": outcome.observation})
     return False
 
 

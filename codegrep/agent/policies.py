@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from codegrep import Policy
 from codegrep.agent.models import SMOLLM2_ALIASES
+from codegrep.agent.protocol import PolicyConfig, policy_config  # noqa: F401  (PolicyConfig: documented here)
 
 Messages = list[dict[str, Any]]
 
@@ -215,6 +216,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
     """
     if isinstance(spec, str):
         spec = {"endpoint": spec} if spec.startswith(("http://", "https://")) else {"model": spec}
+    policy_config(spec)  # an unknown key is an error naming it
     kind = spec.get("policy") or "hf"
     if kind not in POLICY_KINDS:  # the short form `policy: smollm2` names a local model
         kind, spec = "hf", {**spec, "model": spec.get("model") or kind}

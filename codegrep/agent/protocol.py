@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from codegrep.env.tools import ToolCall, ToolResult
 
@@ -48,13 +49,65 @@ class AgentConfig:
     """Submitted files beyond this rank are dropped."""
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "AgentConfig":
-        """Build from a profile section, ignoring keys that belong to the policy (``policy``, ``model``...)."""
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in (d or {}).items() if k in known})
+    def from_dict(cls, d: dict[str, Any] | None, source: str = "agent") -> "AgentConfig":
+        """Build from the ``agent:`` section; policy keys (``PolicyConfig``) are skipped, any other key fails.
+
+        >>> AgentConfig.from_dict({"model": "smollm2", "max_turns": 2}).max_turns
+        2
+        >>> AgentConfig.from_dict({"max_turnz": 2}, "configs/ci.yaml: agent")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        codegrep.config.ConfigError: configs/ci.yaml: agent: unknown key 'max_turnz' (did you mean 'max_turns'?); ...
+        """
+        from codegrep.config import config_fields, from_mapping
+
+        return from_mapping(cls, d, source, ignore=config_fields(PolicyConfig))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class PolicyConfig:
+    """The policy keys of the ``agent:`` profile section (the episode caps are ``AgentConfig``)."""
+
+    policy: str = "hf"
+    """hf (local transformers) | openai (endpoint) | scripted (tests); another word names a local model."""
+    model: str | None = "smollm2"
+    """'smollm2' (offline GGUF), a model directory or a hub id."""
+    endpoint: str | None = None
+    """OpenAI-compatible base URL; when set the policy is openai."""
+    api_key_env: str | None = "OPENAI_API_KEY"
+    """Environment variable holding the endpoint's key (unset = no key)."""
+    device: str | None = "auto"
+    """auto | cpu | cuda[:N] (hf)."""
+    batch_size: int | None = 8
+    """Histories per generate call (hf)."""
+    cpu_threads: int | None = None
+    """torch CPU threads (None = torch default)."""
+    max_new_tokens: int | None = None
+    """Generated tokens per turn (None = the policy's default)."""
+    temperature: float | None = None
+    """Sampling temperature; 0 = greedy (None = the policy's default)."""
+    top_p: float | None = None
+    """Nucleus sampling mass (None = the policy's default)."""
+    outputs: list[str] = field(default_factory=list)
+    """Scripted policy: the outputs replayed."""
+
+
+def policy_config(spec: dict[str, Any], source: str = "agent") -> PolicyConfig:
+    """``PolicyConfig`` from an ``agent:`` mapping; episode caps (``AgentConfig`` keys) are allowed, others fail.
+
+    >>> policy_config({"policy": "openai", "max_turns": 2}).policy
+    'openai'
+    >>> policy_config({"modle": "x"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: agent: unknown key 'modle' (did you mean 'model'?); known keys: ...
+    """
+    from codegrep.config import config_fields, from_mapping
+
+    return from_mapping(PolicyConfig, spec, source, ignore=config_fields(AgentConfig))
 
 
 @dataclass
@@ -259,3 +312,67 @@ def format_observation(results: Sequence[ToolResult], calls: Sequence[ToolCall] 
     if note:
         parts.append(note)
     return "\n".join(parts)
+
+
+@dataclass
+class TurnOutcome:
+    """What applying one model turn did: the one definition shared by evaluation and training."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    """Calls that were run (valid calls up to ``max_calls_per_turn``; none when the turn ends the episode)."""
+    results: list[ToolResult] = field(default_factory=list)
+    """Their results, in order."""
+    errors: list[str] = field(default_factory=list)
+    """Format errors: malformed blocks, unknown tools, bad arguments, calls over the per-turn cap."""
+    submit: list[str] | None = None
+    """Submitted files: normalised, deduplicated, cut to ``max_submit_files``; None when the turn did not submit."""
+    done: bool = False
+    """True when the episode ends here (it submitted, or this was the last turn)."""
+    observation: str | None = None
+    """The user message answering the turn (None when ``done``)."""
+    tool_s: float = 0.0
+    """Wall time of the turn's tool calls."""
+
+
+def apply_turn(output: str, number: int, config: AgentConfig,
+               run_calls: Callable[[Sequence[ToolCall]], list[ToolResult]]) -> TurnOutcome:
+    """Apply model turn ``number`` (1-based): parse, cap, submit handling, run the calls, render the observation.
+
+    Evaluation (``codegrep.agent.loop``) and training (``codegrep.rl.rollout``) both call this, so the policy
+    is trained on exactly the episode it is evaluated on. ``run_calls`` runs one turn's calls in parallel
+    (``ToolEnvironment.run_turn``); it is not called when there is nothing to run.
+
+    >>> cfg = AgentConfig(max_turns=3, max_calls_per_turn=1)
+    >>> run = lambda calls: [ToolResult(c.name, True, "a.py") for c in calls]
+    >>> out = apply_turn('<tool_call>{"name": "glob", "arguments": {"pattern": "*"}}</tool_call>' * 2, 1, cfg, run)
+    >>> print(out.observation)
+    <tool_response>
+    glob pattern="*"
+    a.py
+    </tool_response>
+    Format error: 1 calls over the limit of 1 per turn were not run
+    Turn 2 of 3.
+    >>> apply_turn('<tool_call>{"name": "submit", "arguments": {"files": ["./a.py", "a.py", "b.py"]}}', 2, cfg, run)
+    TurnOutcome(calls=[], results=[], errors=[], submit=['a.py', 'b.py'], done=True, observation=None, tool_s=0.0)
+    """
+    from codegrep.metrics import dedupe, normalize_path
+
+    parsed = parse_tool_calls(output)
+    outcome = TurnOutcome(errors=list(parsed.errors))
+    if parsed.submit is not None:
+        outcome.submit = dedupe([normalize_path(f) for f in parsed.submit])[: config.max_submit_files]
+        outcome.done = True
+        return outcome
+    if number >= config.max_turns:
+        outcome.done = True  # out of turns without submitting: no files
+        return outcome
+    outcome.calls = parsed.calls[: config.max_calls_per_turn]
+    if len(parsed.calls) > len(outcome.calls):
+        outcome.errors.append(f"{len(parsed.calls) - len(outcome.calls)} calls over the limit of "
+                              f"{config.max_calls_per_turn} per turn were not run")
+    start = time.perf_counter()
+    outcome.results = list(run_calls(outcome.calls)) if outcome.calls else []
+    outcome.tool_s = time.perf_counter() - start
+    outcome.observation = format_observation(outcome.results, outcome.calls, outcome.errors,
+                                             config.max_observation_tokens, note=turn_note(number + 1, config.max_turns))
+    return outcome

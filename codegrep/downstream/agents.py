@@ -159,31 +159,10 @@ def config_from_section(section: dict[str, Any], key: str, config_cls: type, end
                         endpoint: str | None = None) -> Any:
     """``downstream.<key>`` as ``config_cls``; unknown keys are an error naming them; ``endpoint`` (the
     ``--endpoint`` flag) overrides ``endpoint_field``."""
+    from codegrep.config import check_keys, config_fields
+
     values = dict(section.get(key) or {})
-    unknown = set(values) - set(config_cls.__dataclass_fields__)
-    if unknown:
-        raise ValueError(f"downstream.{key}: unknown key(s) {sorted(unknown)}")
+    check_keys(values, config_fields(config_cls), f"downstream.{key}")
     if endpoint:
         values[endpoint_field] = endpoint
     return config_cls(**values)
-
-
-def make_agent(name: str, cfg: dict[str, Any] | None = None, endpoint: str | None = None):
-    """The downstream agent called ``name`` (``replay``, ``openhands``, ``mini-swe-agent``).
-
-    ``cfg`` is the profile's ``downstream`` section; ``endpoint`` overrides the model's base URL.
-    """
-    cfg = dict(cfg or {})
-    if name == "replay":
-        from codegrep.downstream.replay import ReplayAgent
-
-        return ReplayAgent.from_config(cfg)
-    if name == "openhands":
-        from codegrep.downstream.openhands import OpenHandsAgent
-
-        return OpenHandsAgent.from_config(cfg, endpoint=endpoint)
-    if name in ("mini-swe-agent", "minisweagent", "mini"):
-        from codegrep.downstream.mini_swe_agent import MiniSweAgent
-
-        return MiniSweAgent.from_config(cfg, endpoint=endpoint)
-    raise ValueError(f"unknown downstream agent {name!r}: expected replay, openhands or mini-swe-agent")

@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from codegrep.agent.protocol import AgentConfig, format_observation, parse_tool_calls, turn_note
+from codegrep.agent.protocol import AgentConfig, apply_turn
 from codegrep.data.tasks import Task
 from codegrep.rl.rewards import EpisodeScore, score_episode
 
@@ -112,22 +112,17 @@ class RolloutRunner:
             episode.add(ids, trained=True, logprobs=None if new_logprobs is None else new_logprobs[k])
             episode.rounds += 1
             episode.generated += len(ids)
-            parsed = parse_tool_calls(tok.decode(ids, skip_special_tokens=True))
-            calls = parsed.calls[: self.agent.max_calls_per_turn]
-            errors = list(parsed.errors)
-            if len(parsed.calls) > len(calls):
-                errors.append(f"only the first {len(calls)} calls were run")
-            episode.parse_errors += bool(errors)
-            episode.tool_calls += len(calls)
-            if parsed.submit is not None:
-                episode.submitted = parsed.submit[: self.agent.max_submit_files]
-            if parsed.submit is not None or turn >= self.agent.max_turns:
+            # the same turn as evaluation (codegrep.agent.loop): one function applies it
+            outcome = apply_turn(tok.decode(ids, skip_special_tokens=True), turn, self.agent, env.run_turn)
+            episode.parse_errors += bool(outcome.errors)
+            episode.tool_calls += len(outcome.calls)
+            if outcome.submit is not None:
+                episode.submitted = outcome.submit
+            if outcome.done:
                 episode.done = True
                 continue
-            results = env.run_turn(calls) if calls else []
-            text = format_observation(results, calls, errors, self.agent.max_observation_tokens,
-                                      note=turn_note(turn + 1, self.agent.max_turns))
-            episode.add(observation_ids(tok, text, after_eos=bool(ids) and ids[-1] in eos), trained=False)
+            episode.add(observation_ids(tok, outcome.observation, after_eos=bool(ids) and ids[-1] in eos),
+                        trained=False)
 
     def _score(self, episode: Episode, task: Task) -> EpisodeScore:
         return score_episode(episode.submitted, task.gold_files, rounds=episode.rounds,

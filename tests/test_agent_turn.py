@@ -1,0 +1,136 @@
+"""One turn, one definition: the same model outputs through evaluation (agent.loop) and training
+(rl.rollout) give the same observations, token for token, on a real git repository with the real tools."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from codegrep.agent.loop import run_episode
+from codegrep.agent.policies import ScriptedPolicy
+from codegrep.agent.protocol import AgentConfig, apply_turn, build_messages
+from codegrep.env.tools import RepoToolEnvironment, ToolResult
+
+
+def block(name: str, **arguments) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+# Turn 1 asks for more calls than the cap (3 > 2), turn 2 is malformed, turn 3 submits duplicates and "./".
+SCRIPT = [
+    block("grep", pattern="parse_config") + block("glob", pattern="**/*.py") + block("read", path="pkg/cli.py"),
+    "I think it is config.py",
+    block("submit", files=["./pkg/config.py", "pkg/cli.py", "pkg/config.py"]),
+]
+CONFIG = AgentConfig(max_turns=4, max_calls_per_turn=2, max_observation_tokens=64, max_submit_files=1)
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "config.py").write_text("def parse_config(text):\n    return text.strip()\n" * 20)
+    (root / "pkg" / "cli.py").write_text("from pkg.config import parse_config\n\nprint(parse_config(' x '))\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(git + ["-C", str(root), "add", "."], check=True)
+    subprocess.run(git + ["-C", str(root), "commit", "-qm", "init"], check=True)
+    return root
+
+
+def test_apply_turn_caps_dedupes_and_ends():
+    calls_seen = []
+
+    def run(calls):
+        calls_seen.append(list(calls))
+        return [ToolResult(c.name, True, "x") for c in calls]
+
+    out = apply_turn(SCRIPT[0], 1, CONFIG, run)
+    assert [c.name for c in out.calls] == ["grep", "glob"] and not out.done
+    assert out.errors == ["1 calls over the limit of 2 per turn were not run"]
+    assert out.observation.endswith("Turn 2 of 4.") and "Format error: 1 calls over the limit" in out.observation
+    out = apply_turn(SCRIPT[2], 2, CONFIG, run)
+    assert out.done and out.submit == ["pkg/config.py"] and out.observation is None and out.calls == []
+    out = apply_turn(SCRIPT[0], 4, CONFIG, run)  # last turn without submit: nothing runs, no files
+    assert out.done and out.submit is None and out.calls == []
+    assert len(calls_seen) == 1
+
+
+def _tokenizer():
+    from transformers import AutoTokenizer
+
+    from codegrep.agent.models import resolve_model
+
+    try:
+        path = resolve_model("smollm2")
+    except FileNotFoundError as exc:
+        pytest.skip(f"SmolLM2 tokenizer not available: {exc}")
+    return AutoTokenizer.from_pretrained(path)
+
+
+class _Trainer:
+    """The two things RolloutRunner._turn asks of TRL's trainer: a single-turn generator and the EOS ids."""
+
+    def __init__(self, tok, outputs):
+        self.tok, self.outputs, self.turn = tok, outputs, 0
+        self.eos_token_ids = [tok.eos_token_id]
+
+    def _generate_single_turn(self, contexts, images, kwargs, num_generations=1):
+        text = self.outputs[self.turn]
+        self.turn += 1
+        ids = self.tok(text, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
+        return [list(ids) for _ in contexts], None
+
+
+def test_training_and_evaluation_see_the_same_episode_token_for_token(repo):
+    from codegrep.rl.rollout import Episode, RolloutRunner
+
+    tok = _tokenizer()
+    issue = "parse_config crashes on None"
+    with RepoToolEnvironment(repo) as env:
+        evaluated = run_episode(issue, env, ScriptedPolicy(SCRIPT), CONFIG)
+    prompt = tok.apply_chat_template(build_messages(issue, CONFIG), tokenize=True, return_dict=False,
+                                     add_generation_prompt=True)
+    runner = RolloutRunner([], None, None, CONFIG)
+    trainer, train_ep = _Trainer(tok, SCRIPT), Episode(list(prompt))
+    with RepoToolEnvironment(repo) as env:
+        for turn in range(1, CONFIG.max_turns + 1):
+            if train_ep.done:
+                break
+            runner._turn(trainer, tok, [train_ep], [env], turn)
+
+    # The whole training sequence up to the last observation is the chat template over the evaluation messages.
+    expected = tok.apply_chat_template(evaluated.messages[:-1], tokenize=True, return_dict=False,
+                                       add_generation_prompt=True)
+    last_gen = tok(SCRIPT[-1], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    assert train_ep.prompt_ids + train_ep.completion_ids[: -len(last_gen)] == expected
+    # Observations (env_mask 0) hold the evaluation's user messages, including the over-limit wording.
+    observations = [m["content"] for m in evaluated.messages[3::2] if m["role"] == "user"]
+    assert len(observations) == 2 and "1 calls over the limit of 2 per turn were not run" in observations[0]
+    assert "Format error: no <tool_call> found" in observations[1]
+    masked = tok.decode([t for t, m in zip(train_ep.completion_ids, train_ep.env_mask) if m == 0])
+    assert all(o in masked for o in observations)
+    # Same outcome: files (normalised, deduped, capped), rounds, calls that ran.
+    assert train_ep.submitted == evaluated.files == ["pkg/config.py"]
+    assert train_ep.rounds == evaluated.rounds == 3
+    assert train_ep.tool_calls == evaluated.tool_calls == 2
+
+
+def test_rollout_counts_only_calls_that_ran():
+    """A submitting turn's other calls are not run, so neither side counts them."""
+    from codegrep.rl.rollout import Episode, RolloutRunner
+
+    tok = SimpleNamespace(decode=lambda ids, skip_special_tokens=True: ids_text[tuple(ids)])
+    text = block("grep", pattern="x") + block("submit", files=["a.py"])
+    ids_text = {(1, 2): text}
+    trainer = SimpleNamespace(_generate_single_turn=lambda *a, **k: ([[1, 2]], None), eos_token_ids=[2])
+    ep = Episode([0])
+
+    def never(calls):
+        raise AssertionError(f"calls of a submitting turn were run: {calls}")
+
+    RolloutRunner([], None, None, CONFIG)._turn(trainer, tok, [ep], [SimpleNamespace(run_turn=never)], 1)
+    assert ep.done and ep.submitted == ["a.py"] and ep.tool_calls == 0 and ep.parse_errors == 0
