@@ -50,6 +50,11 @@ def test_cli_train_writes_metrics_config_and_exports(two_step_run):
     assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # policy == reference before any update
     config = json.loads((two_step_run / "config.json").read_text())
     assert config["codegrep"]["efficiency_layer"] == "advantage" and config["grpo"]["beta"] == 0.0
+    # episode limits: the profile's agent: section, the --set override reported as training-only (issue 16)
+    assert config["episode"]["training_overrides"]["max_observation_tokens"] == 32  # --set, reported
+    assert config["episode"]["used"]["max_calls_per_turn"] == config["episode"]["profile"]["max_calls_per_turn"]
+    manifest = json.loads((two_step_run / "manifest.json").read_text())
+    assert manifest["overlap"] == [] and manifest["grpo_prompts"] and manifest["n_evaluation_ids"] > 0
     assert json.loads((two_step_run / "versions.json").read_text())["trl"]
     assert main(["export", str(two_step_run)]) == 0
     card = (two_step_run / "export" / "README.md").read_text()

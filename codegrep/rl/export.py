@@ -21,8 +21,9 @@ tool calls over a repository and `submit` a ranked list of files (protocol: `cod
 ## Training
 - Base model: `{base}`; initial policy: `{initial}`.
 - Warm start: {warm}.
-- Data: {n_tasks} train-split tasks of profile `{profile}` (the offline default set when `tasks.source: default`:
-  docstring-localisation tasks built from installed pure-Python packages).
+- Data: {n_tasks} train-split tasks of profile `{profile}` (its `tasks.splits.train`: e.g. the offline docstring
+  task set and the SWE-bench Lite sympy instances not in Verified).
+- Episode limits (the profile's `agent:` section{overrides}): {episode}.
 - Efficiency signal: layer `{layer}`, λ = {lam}, cost mix (rounds, calls, tokens) = {weights}.
 - Reward: F-beta (β = {fbeta}) of submitted vs target files + {fw} × format term.
 - GRPO: {steps} steps, group size {G}, β_KL = {beta}, lr = {lr}.
@@ -60,14 +61,19 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     rows = read_metrics(run_dir)
     table, note = _card_metrics(rows)
     warm = ("supervised fine-tuning (TRL SFTTrainer, assistant tokens only) on " + ", ".join(cg["sft_sources"]) +
-            " demonstrations (synthetic = oracle-guided scripted episodes, not model outputs)") \
+            " demonstrations (synthetic = oracle-guided scripted episodes, not model outputs; recorded = real "
+            "mini-swe-agent runs converted to the tool protocol; evaluation instances excluded, see manifest.json)") \
         if cg["warm_start"] else "none"
     (out / "README.md").write_text(CARD.format(
         base=cg["model"], name=run_dir.name, trl=versions.get("trl"), initial=config["initial_policy"], warm=warm,
         n_tasks=config["n_train_tasks"], profile=cg["profile"], layer=cg["efficiency_layer"],
         lam=cg["efficiency_lambda"], weights=cg["efficiency_weights"], fbeta=cg["fbeta"], fw=cg["format_weight"],
         steps=len(rows), G=grpo["num_generations"], beta=grpo["beta"], lr=grpo["learning_rate"], metrics=table,
-        note=note))
+        note=note, episode=(config.get("episode") or {}).get("used", "not recorded"),
+        overrides=(", training-only overrides: " + json.dumps(config["episode"]["training_overrides"]))
+        if (config.get("episode") or {}).get("training_overrides") else ""))
     (out / "training_config.json").write_text(json.dumps(config, indent=1))
     shutil.copy(run_dir / "metrics.jsonl", out / "metrics.jsonl")
+    if (run_dir / "manifest.json").is_file():
+        shutil.copy(run_dir / "manifest.json", out / "manifest.json")
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import platform
 import shutil
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -24,9 +25,18 @@ def train_config_path(config: str | Path) -> Path:
     """A train YAML as is; a profile (name or YAML with a ``train:`` section) -> its ``train.config``."""
     import yaml
 
+    from codegrep.errors import read_text
+
     p = Path(config)
-    if p.suffix in (".yaml", ".yml") and p.is_file():
-        data = yaml.safe_load(p.read_text()) or {}
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        try:
+            data = yaml.safe_load(read_text(p, "--config")) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{p}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: top level must be a mapping of settings, got {type(data).__name__}")
         if not isinstance(data.get("train"), dict):
             return p
     cfg = load_profile(config)
@@ -62,8 +72,12 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
     from codegrep.rl.trainer import CodeGrepArgs
 
     parser = TrlParser((CodeGrepArgs, GRPOConfig))
-    args = ["--config", str(train_config_path(config)), *overrides_to_argv(overrides), *argv]
-    return parser.parse_args_and_config(args)
+    path = train_config_path(config)
+    args = ["--config", str(path), *overrides_to_argv(overrides), *argv]
+    try:
+        return parser.parse_args_and_config(args)
+    except ValueError as exc:  # TRL/HF refuse an unknown or ill-typed setting: name the file, keep it one line
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def versions() -> dict[str, str]:
@@ -85,11 +99,11 @@ def train(config: str | Path, overrides: dict[str, Any] | None = None) -> Path:
     run_dir = Path(cg.out) / cg.run_name(grpo.seed)
     if not cg.resume and run_dir.exists():
         shutil.rmtree(run_dir)  # a fresh run never mixes with an older one's metrics or checkpoints
+    resume_from = resume_checkpoint(run_dir) if cg.resume else None  # checked before the model loads
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     trainer = build_trainer(cg, grpo, run_dir)
-    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if cg.resume and checkpoints else None)
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     if cg.save_final_model:
         trainer.save_model(str(run_dir / "final"))
         trainer.processing_class.save_pretrained(str(run_dir / "final"))
@@ -98,12 +112,48 @@ def train(config: str | Path, overrides: dict[str, Any] | None = None) -> Path:
     return run_dir
 
 
+def checkpoint_problem(path: Path) -> str | None:
+    """Why a ``checkpoint-N`` directory cannot be resumed from (a run killed while saving it), or ``None``."""
+    try:
+        state = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "no trainer_state.json"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"unreadable trainer_state.json ({exc})"
+    if not isinstance(state, dict) or "global_step" not in state:
+        return "trainer_state.json has no global_step"
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        return "no model weights"
+    return None
+
+
+def resume_checkpoint(run_dir: Path) -> Path | None:
+    """The last complete checkpoint of a run, for ``--resume``; half-written later ones are named on stderr.
+
+    No checkpoint at all is a ``ConfigError`` (one line: there is nothing to resume; rerun without ``--resume``).
+    """
+    found = sorted((p for p in (run_dir / "checkpoints").glob("checkpoint-*") if p.name[11:].isdigit()),
+                   key=lambda p: int(p.name[11:]))
+    skipped = []
+    for path in reversed(found):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            if skipped:
+                print(f"train --resume: skipped incomplete checkpoint(s) {'; '.join(skipped)}; "
+                      f"resuming from {path.name}", file=sys.stderr)
+            return path
+        skipped.append(f"{path.name} ({problem})")
+    detail = f" (incomplete: {'; '.join(skipped)})" if skipped else ""
+    raise ConfigError(f"--resume: no complete checkpoint in {run_dir / 'checkpoints'}{detail}; "
+                      "rerun without --resume to start the run over")
+
+
 def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     """Everything a run needs, wired into ``CodeGrepGRPOTrainer`` (also writes config.json, versions.json)."""
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from codegrep.agent.protocol import AgentConfig, build_messages
+    from codegrep.agent.protocol import build_messages
     from codegrep.data.tasks import profile_tasks
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig
@@ -115,19 +165,27 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     seed_everything(grpo.seed)
     cfg = load_profile(cg.profile)
     env_sec = section(cfg, "env")
-    tasks, resolver = profile_tasks(cfg, split="train", limit=cg.train_tasks)
+    tasks, resolver = profile_tasks(cfg, split="train", limit=None if cg.train_task_ids else cg.train_tasks)
+    if cg.train_task_ids:  # an explicit pool (the ablation's pre-screen), in the order given
+        by_id = {t.instance_id: t for t in tasks}
+        missing = [i for i in cg.train_task_ids if i not in by_id]
+        if missing:
+            raise ValueError(f"--train_task_ids: not train-split tasks of profile {cg.profile}: {missing[:5]}")
+        tasks = [by_id[i] for i in cg.train_task_ids]
     if not tasks:
         raise ValueError(f"profile {cg.profile}: no train-split tasks")
     pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
-    agent = AgentConfig(max_turns=cg.max_turns, max_calls_per_turn=cg.max_calls_per_turn,
-                        max_observation_tokens=cg.max_observation_tokens, max_issue_chars=cg.max_issue_chars)
-    model_path = initial_policy(cg, grpo, cfg, tasks, resolver, pool, agent, env_sec, tools)
+    agent, episode = episode_config(cfg, cg)
+    evaluation_ids = evaluation_ids_of(cfg)
+    model_path, demos = initial_policy(cg, grpo, cfg, tasks, resolver, pool, agent, env_sec, tools,
+                                       exclude=evaluation_ids)
+    write_manifest(run_dir, demos, [t.instance_id for t in tasks], evaluation_ids)
     grpo.output_dir = str(run_dir / "checkpoints")
     grpo.reward_weights = reward_weights(cg.efficiency_layer, cg.format_weight, cg.efficiency_lambda)
     if cg.efficiency_layer == "normalize_then_sum":
         grpo.multi_objective_aggregation = "normalize_then_sum"
-    scales = cg.efficiency_scales or [cg.max_turns, cg.max_turns * cg.max_calls_per_turn,
-                                      cg.max_turns * grpo.max_completion_length]
+    scales = cg.efficiency_scales or [agent.max_turns, agent.max_turns * agent.max_calls_per_turn,
+                                      agent.max_turns * grpo.max_completion_length]
     rollout = RolloutRunner(tasks, resolver, pool, agent, env_mode=env_sec.get("mode", "worktree"),
                             tool_config=tools, fbeta=cg.fbeta, cost_weights=cg.efficiency_weights,
                             cost_scales=scales)
@@ -136,41 +194,139 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     (run_dir / "config.json").write_text(json.dumps({"codegrep": asdict(cg), "grpo": grpo.to_dict(),
                                                      "initial_policy": str(Path(model_path).resolve()), "n_train_tasks": len(tasks),
-                                                     "efficiency_scales": scales}, indent=1, default=str))
+                                                     "efficiency_scales": scales, "episode": episode},
+                                                    indent=1, default=str))
     (run_dir / "versions.json").write_text(json.dumps(versions(), indent=1))
     trainer = CodeGrepGRPOTrainer(model=str(model_path), reward_funcs=list(REWARD_FUNCS), args=grpo,
                                   train_dataset=data, processing_class=tokenizer, rollout_func=rollout,
                                   codegrep_args=cg, reference_builder=build_reference)
     trainer.add_callback(MetricsJsonlCallback(run_dir / "metrics.jsonl"))
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # raw log dicts (disable_tqdm): StepProgress prints one line instead
+    trainer.add_callback(StepProgress(grpo.max_steps))
     return trainer
 
 
+class StepProgress:
+    """One plain line per GRPO step (for notebooks and logs, where TRL's raw log dicts are noise)."""
+
+    def __init__(self, max_steps: int) -> None:
+        self.max_steps, self.started = max_steps, time.perf_counter()
+
+    def __getattr__(self, name: str) -> Any:  # every other TrainerCallback event: nothing to do
+        if name.startswith("on_"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if not state.is_world_process_zero or not logs or "reward" not in logs:
+            return
+        elapsed = time.perf_counter() - self.started
+        left = elapsed / max(state.global_step, 1) * max(self.max_steps - state.global_step, 0)
+        print(f"GRPO step {state.global_step}/{self.max_steps}: reward {logs['reward']:.3f}, "
+              f"F0.5 {logs.get('episode/f_beta', float('nan')):.3f}, rounds {logs.get('episode/rounds', float('nan')):.2f}, "
+              f"submitted {logs.get('episode/submitted', float('nan')):.2f}; {elapsed:.0f} s elapsed, ~{left:.0f} s left",
+              flush=True)
+
+
+EPISODE_KEYS = ("max_turns", "max_calls_per_turn", "max_observation_tokens", "max_issue_chars")
+
+
+def episode_config(cfg: dict[str, Any], cg: Any) -> tuple[Any, dict[str, Any]]:
+    """The episode limits training uses: the profile's ``agent:`` section (what evaluation uses), with the
+    run's explicit training-only overrides (``max_turns`` ... set in the train YAML or ``--set``) on top.
+
+    Returns the ``AgentConfig`` and the record written to ``config.json`` (``profile``, ``training_overrides``,
+    ``used``) so a run that trains on other limits than it is evaluated on says so.
+    """
+    import dataclasses
+
+    from codegrep.agent.protocol import AgentConfig
+
+    base = AgentConfig.from_dict(section(cfg, "agent"))
+    overrides = {k: getattr(cg, k) for k in EPISODE_KEYS if getattr(cg, k, None) is not None}
+    used = dataclasses.replace(base, **overrides)
+    return used, {"profile": base.to_dict(), "training_overrides": overrides, "used": used.to_dict()}
+
+
+def evaluation_ids_of(cfg: dict[str, Any]) -> set[str]:
+    """Every instance id the profile's evaluation split can hold (none may reach training)."""
+    from codegrep.data.tasks import evaluation_instance_ids
+
+    return set(evaluation_instance_ids(cfg))
+
+
+def write_manifest(run_dir: Path, demos: list[dict[str, Any]], prompt_ids: list[str],
+                   evaluation_ids: set[str]) -> Path:
+    """``RUN/manifest.json``: the instance ids behind every SFT demonstration and GRPO prompt, checked
+    against the evaluation split (an overlap is an error: nothing is written, training does not start)."""
+    sft_ids = [d["instance_id"] for d in demos]
+    overlap = sorted((set(sft_ids) | set(prompt_ids)) & evaluation_ids)
+    if overlap:
+        raise ValueError(f"{len(overlap)} evaluation instance(s) would reach training (first: {overlap[0]}); "
+                         "check tasks.splits and the demonstration sources")
+    path = Path(run_dir) / "manifest.json"
+    path.write_text(json.dumps({
+        "sft_demonstrations": [{"source": d["source"], "instance_id": d["instance_id"]} for d in demos],
+        "grpo_prompts": list(prompt_ids), "n_evaluation_ids": len(evaluation_ids),
+        "evaluation_ids_sha": _ids_digest(evaluation_ids), "overlap": overlap}, indent=1))
+    return path
+
+
+def _ids_digest(ids: set[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
+
+
+def demonstrations(cg: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, agent: Any, env_sec: dict,
+                   tools: Any, exclude: set[str], sources: list[str] | None = None) -> list[dict[str, Any]]:
+    """The warm start's demonstrations (``{"source", "instance_id", "messages"}``): every requested source,
+    evaluation instances dropped, then ``sft_max_demos`` taken from the sources in turn (equal shares)."""
+    from codegrep.rl import sft
+
+    sources = list(sources or cg.sft_sources)
+    unknown = sorted(set(sources) - set(sft.SOURCES))
+    if unknown:
+        raise ValueError(f"sft_sources: unknown source(s) {unknown}; expected some of {list(sft.SOURCES)}")
+    groups: dict[str, list[dict[str, Any]]] = {}
+    if "synthetic" in sources:  # scripted episodes cost a checkout each: build only as many as can be used
+        scripted = [t for t in tasks if t.instance_id not in exclude][: cg.sft_max_demos or None]
+        groups["synthetic"] = [{"source": "synthetic", "instance_id": t.instance_id, "messages": m}
+                               for t, m in zip(scripted, sft.synthetic_demonstrations(
+                                   scripted, resolver, pool, agent, env_sec.get("mode", "worktree"), tools))]
+    if "recorded" in sources:
+        groups["recorded"] = sft.recorded_demonstrations(cg, cfg, agent, exclude)
+    if "catm" in sources:
+        groups["catm"] = sft.catm_demonstrations(cfg, Path(cg.out).parent)
+    for name in groups:
+        groups[name] = [d for d in groups[name] if d["instance_id"] not in exclude]
+    return sft.mix(groups, cg.sft_max_demos)
+
+
 def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, agent: Any,
-                   env_sec: dict, tools: Any) -> Path:
-    """The base model, or its warm start (cached by demonstrations + settings, shared by every arm and seed)."""
+                   env_sec: dict, tools: Any, exclude: set[str] = frozenset(),
+                   sources: list[str] | None = None) -> tuple[Path, list[dict[str, Any]]]:
+    """The base model, or its warm start (cached by demonstrations + settings, shared by every arm and seed),
+    and the demonstrations it was trained on."""
     from codegrep.agent.models import resolve_model
     from codegrep.rl import sft
 
     base = resolve_model(cg.model)
     if not cg.warm_start:
-        return base
-    demos: list = []  # (source, messages)
-    if "synthetic" in cg.sft_sources:
-        demos += [("synthetic", m) for m in sft.synthetic_demonstrations(
-            tasks, resolver, pool, agent, env_sec.get("mode", "worktree"), tools)]
-    if "catm" in cg.sft_sources:
-        demos += [("catm", m) for m in sft.catm_demonstrations(cfg, Path(cg.out).parent)]
-    demos = demos[: cg.sft_max_demos] if cg.sft_max_demos else demos
+        return base, []
+    demos = demonstrations(cg, cfg, tasks, resolver, pool, agent, env_sec, tools, exclude, sources)
     settings = {"base": str(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size}
     cache = Path(cg.warm_start_dir or Path(cg.out) / "_warm_start")
-    out = cache / sft.demos_key([m for _, m in demos], settings)
+    out = cache / sft.demos_key([d["messages"] for d in demos], settings)
     out.parent.mkdir(parents=True, exist_ok=True)
-    path = sft.warm_start(base, [m for _, m in demos], out, epochs=cg.sft_epochs, learning_rate=cg.sft_learning_rate,
-                          batch_size=cg.sft_batch_size, seed=0, use_cpu=grpo.use_cpu, bf16=grpo.bf16)
+    path = sft.warm_start(base, [d["messages"] for d in demos], out, epochs=cg.sft_epochs,
+                          learning_rate=cg.sft_learning_rate, batch_size=cg.sft_batch_size, seed=0,
+                          use_cpu=grpo.use_cpu, bf16=grpo.bf16)
     if not (path / "demonstrations.jsonl").is_file():
-        (path / "demonstrations.jsonl").write_text(
-            "".join(json.dumps({"source": src, "messages": m}) + "\n" for src, m in demos))
-    return path
+        (path / "demonstrations.jsonl").write_text("".join(json.dumps(d) + "\n" for d in demos))
+    return path, demos
 
 
 def build_reference(trainer: Any) -> Any:

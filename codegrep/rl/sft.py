@@ -1,9 +1,14 @@
 """Supervised warm start (TRL ``SFTTrainer``, assistant tokens only) on demonstrations.
 
-Two sources, both in the agent's tool-call format (chat ``messages``):
+Three sources, all in the agent's tool-call format (chat ``messages``):
 
-* ``catm``: demonstrations mined from real coding-agent trajectories (``codegrep.mining.catm``).
-* ``synthetic``: oracle-guided scripted episodes on the default set's TRAIN split. Not learned and
+* ``recorded``: real mini-swe-agent runs (the shipped 400, or ``recorded_runs``) converted to this
+  protocol by :mod:`codegrep.mining.explore`: the run's own greps/finds/reads grouped into parallel turns,
+  observations from the recording cut as the live tools cut them, ending with the run's CATM target files.
+  Runs on evaluation instances are excluded.
+* ``catm``: demonstrations mined by the CATM stage (``codegrep.mining.catm``; observations replayed or
+  placeholders).
+* ``synthetic``: oracle-guided scripted episodes on the profile's TRAIN split. Not learned and
   not a model's output: turn 1 greps identifiers taken from the issue text (real ripgrep over the real
   checkout, preferring patterns whose hits include a target file), turn 2 submits the target files.
   They teach the format and the grep-then-submit pattern; they are labelled synthetic wherever used.
@@ -22,6 +27,7 @@ from codegrep.agent.protocol import AgentConfig, build_messages, format_observat
 from codegrep.data.tasks import Task
 from codegrep.env.tools import ToolCall
 
+SOURCES = ("synthetic", "recorded", "catm")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _STOP = set("""this that with from into when then than there their which while where what will would should could
 have been being also only each every other such some more most these those them they your about after before
@@ -93,15 +99,44 @@ def synthetic_demonstrations(tasks: Sequence[Task], resolver: Any, pool: Any, ag
     return demos
 
 
-def catm_demonstrations(cfg: dict[str, Any], artifacts: Path) -> list[list[dict[str, str]]]:
-    """Demonstrations mined by CATM for the profile (``codegrep.mining.catm.mine_profile``)."""
+def catm_demonstrations(cfg: dict[str, Any], artifacts: Path) -> list[dict[str, Any]]:
+    """Demonstrations mined by CATM for the profile (``codegrep.mining.catm.mine_profile``), with their ids."""
     from codegrep.artifacts import Outputs
     from codegrep.mining.catm import mine_profile
 
     result = mine_profile(cfg, Outputs(artifacts, artifacts / "figures"))
     path = Path(result.demonstrations_path)
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r["messages"] if isinstance(r, dict) else r for r in rows]
+    return [{"source": "catm", "instance_id": r.get("instance_id", "") if isinstance(r, dict) else "",
+             "messages": r["messages"] if isinstance(r, dict) else r} for r in rows]
+
+
+def recorded_demonstrations(cg: Any, cfg: dict[str, Any], agent: AgentConfig,
+                            exclude: set[str]) -> list[dict[str, Any]]:
+    """Real recorded runs as demonstrations (``codegrep.mining.explore``); ``exclude`` runs are never read."""
+    from codegrep.data.shipped import trajectory_dirs
+    from codegrep.env.tools import ToolConfig
+    from codegrep.mining.explore import ConvertConfig, recorded_demonstrations as convert
+
+    demos, _ = convert(cg.recorded_runs or trajectory_dirs(), agent, exclude=exclude,
+                       config=ConvertConfig(max_calls=cg.recorded_max_calls),
+                       tools=ToolConfig.from_dict(cfg.get("env")))
+    return [{"source": "recorded", "instance_id": d["instance_id"], "messages": d["messages"]} for d in demos]
+
+
+def mix(groups: dict[str, list[dict[str, Any]]], limit: int | None) -> list[dict[str, Any]]:
+    """All demonstrations, or ``limit`` of them taken from the sources in turn (equal shares while they last).
+
+    >>> mix({"a": [1, 2, 3], "b": [9]}, 3), mix({"a": [1, 2]}, None)
+    ([1, 9, 2], [1, 2])
+    """
+    lists = [list(v) for v in groups.values()]
+    if not limit:
+        return [d for v in lists for d in v]
+    out: list[Any] = []
+    for i in range(max((len(v) for v in lists), default=0)):
+        out += [v[i] for v in lists if i < len(v)]
+    return out[:limit]
 
 
 def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -> str:
@@ -129,6 +164,10 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
     if not demos:
         raise ValueError("warm start requested but there are no demonstrations (check train.sft_sources)")
     tokenizer = AutoTokenizer.from_pretrained(model_path)
+    fits = [m for m in demos if len(tokenizer.apply_chat_template(m, tokenize=True)) <= max_length]
+    if not fits:
+        raise ValueError(f"no demonstration fits max_length={max_length} tokens")
+    dropped, demos = len(demos) - len(fits), fits  # a cut demonstration would lose its submit call
     template = tokenizer.chat_template
     tokenizer.chat_template = get_training_chat_template(tokenizer)  # adds {% generation %} markers
     config = SFTConfig(output_dir=str(out_dir) + ".work", assistant_only_loss=True, num_train_epochs=epochs,
@@ -143,7 +182,8 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     trainer.save_model(str(tmp))
     tokenizer.save_pretrained(str(tmp))
-    (tmp / "warm_start.json").write_text(json.dumps({"n_demos": len(demos), "train_loss": result.training_loss,
+    (tmp / "warm_start.json").write_text(json.dumps({"n_demos": len(demos), "dropped_too_long": dropped,
+                                                     "max_length": max_length, "train_loss": result.training_loss,
                                                      "log_history": trainer.state.log_history}, indent=1))
     tmp.rename(out_dir)
     return out_dir

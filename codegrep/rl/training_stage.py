@@ -1,0 +1,390 @@
+"""What notebook 03 calls: the profile's main training run, its held-out evaluation against the baselines,
+the data ablation and the verdict.
+
+Every function reuses finished runs (``done.json``) and cached evaluation rows, so a notebook re-run
+only computes what is missing. Evaluation always uses the profile's ``agent:`` section (the episode
+limits training also reads, :func:`codegrep.rl.run.episode_config`) on the profile's ``eval`` split.
+"""
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from codegrep.rl.run import parse_train_args, train, train_config_path
+from codegrep.rl.trainer import read_metrics
+
+POLICIES = ("untrained", "warm start", "GRPO")
+"""The trained agent's curve: before SFT, after SFT (warm start), after GRPO."""
+BASELINES = ("bm25", "grep-heuristic", "oracle")
+"""Retrievers shown beside it (the evaluation harness, ``codegrep.retrievers.evaluate``)."""
+REFERENCE = "bm25"
+"""The paired comparison's reference (the paper's headline baseline)."""
+COLUMNS = {"acc@1": "p_at_1", "precision": "precision", "recall": "recall", "f0.5": "f0.5",
+           "rounds": "rounds", "tool_calls": "tool_calls", "tokens": "tokens"}
+"""Per-instance harness columns -> the names this stage reports (P@1 = a gold file ranked first)."""
+
+
+def _runs_dir(artifacts: str | Path | None, cg: Any) -> Path:
+    return Path(artifacts) / "train" if artifacts is not None else Path(cg.out)
+
+
+def main_run_dir(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
+    """Where the profile's main training run lives, whether or not it has been trained."""
+    cg, grpo = parse_train_args(train_config_path(cfg["_source"]))
+    return _runs_dir(artifacts, cg) / cg.run_name(grpo.seed)
+
+
+def main_run(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
+    """The profile's main training run (its train YAML as is), trained once and reused."""
+    run_dir = main_run_dir(cfg, artifacts)
+    if not (run_dir / "done.json").is_file():  # tasks/env/agent come from the notebook's profile
+        run_dir = train(train_config_path(cfg["_source"]),
+                        {"out": str(run_dir.parent), "profile": cfg["_source"], "name": run_dir.name})
+    return run_dir
+
+
+def _eval_dir(artifacts: str | Path, run_name: str) -> Path:
+    return Path(artifacts) / "train" / "eval" / run_name
+
+
+def trained_policy_rows(cfg: dict[str, Any], artifacts: str | Path) -> Path | None:
+    """The evaluation-harness rows of the main run's GRPO policy on the eval split, as notebook 03 wrote
+    them (``policy_evaluation``); None when that has not run. Never trains."""
+    path = _eval_dir(artifacts, main_run_dir(cfg, artifacts).name) / "GRPO.jsonl"
+    return path if path.is_file() else None
+
+
+def metrics_frame(run_dir: str | Path) -> pd.DataFrame:
+    """A run's metrics.jsonl as a DataFrame (one row per step, TRL's raw keys dropped)."""
+    return pd.DataFrame([{k: v for k, v in r.items() if k != "trl"} for r in read_metrics(run_dir)])
+
+
+def run_summary(run_dir: str | Path) -> dict[str, Any]:
+    """What a run trained on and with which limits: episode limits used and training-only overrides
+    (``config.json``), demonstrations per source, GRPO prompts and the overlap with the evaluation split
+    (``manifest.json``)."""
+    from collections import Counter
+
+    run_dir = Path(run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    episode = config.get("episode") or {}
+    return {"episode_limits": episode.get("used"), "training_only_overrides": episode.get("training_overrides") or {},
+            "demonstrations": dict(Counter(d["source"] for d in manifest["sft_demonstrations"])),
+            "grpo_prompts": len(manifest["grpo_prompts"]), "evaluation_ids": manifest["n_evaluation_ids"],
+            "overlap_with_evaluation": len(manifest["overlap"]), "n_train_tasks": config.get("n_train_tasks")}
+
+
+def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], resolver: Any,
+               out_path: str | Path, progress: bool = True) -> list[dict[str, Any]]:
+    """The agent (``model`` with the profile's ``agent:`` settings) on ``tasks``, one harness row each.
+
+    Episodes run in lock step across instances (one batched ``generate`` per turn for ``agent.batch_size``
+    instances, ``codegrep.agent.loop.run_episodes``). Rows already in ``out_path`` are reused; new ones
+    are appended as each batch finishes, and episodes are saved beside it.
+    """
+    from tqdm.auto import tqdm
+
+    from codegrep.agent.loop import run_episodes
+    from codegrep.agent.policies import make_policy
+    from codegrep.agent.protocol import AgentConfig
+    from codegrep.env.pool import WorktreePool
+    from codegrep.env.tools import ToolConfig, open_environment
+    from codegrep.retrievers.agentic import policy_spec
+    from codegrep.retrievers.base import Retrieval
+    from codegrep.retrievers.evaluate import read_rows, score_row
+
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    done = read_rows(out_path)
+    todo = [t for t in tasks if t.instance_id not in done]
+    if todo:
+        spec = policy_spec(dict(cfg.get("agent") or {}), {"model": str(model)})
+        config = AgentConfig.from_dict(spec)
+        policy = make_policy(spec)
+        env_sec = dict(cfg.get("env") or {})
+        pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
+        size = max(1, int(spec.get("batch_size") or 8))
+        episodes_dir = out_path.with_suffix("")
+        bar = tqdm(total=len(todo), desc=f"agent {Path(str(model)).name}", unit="instance", disable=not progress)
+        with out_path.open("a") as fh:
+            for i in range(0, len(todo), size):
+                batch = todo[i:i + size]
+                with ExitStack() as stack:
+                    envs = [stack.enter_context(open_environment(t, resolver, pool, env_sec.get("mode", "worktree"),
+                                                                 tools)) for t in batch]
+                    eps = run_episodes([(t.problem_statement, e) for t, e in zip(batch, envs)], policy, config,
+                                       save_dir=episodes_dir, ids=[t.instance_id for t in batch])
+                for task, ep in zip(batch, eps):
+                    retrieval = Retrieval(files=list(ep.files), rounds=ep.rounds, tool_calls=ep.tool_calls,
+                                          tokens=ep.tokens, seconds=ep.total_s,
+                                          extra={"submitted": ep.submitted, "format_errors": ep.format_errors,
+                                                 "episode_path": str(episodes_dir / f"{ep.instance_id}.json")})
+                    row = score_row(task, retrieval, None, "agent")
+                    fh.write(json.dumps(row, default=str) + "\n")
+                    fh.flush()
+                    done[task.instance_id] = row
+                bar.update(len(batch))
+        bar.close()
+    return [done[t.instance_id] for t in tasks]
+
+
+def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
+                    limit: int | None = None, baselines: Sequence[str] = BASELINES) -> dict[str, list[dict[str, Any]]]:
+    """Harness rows per policy/retriever on the profile's eval split: the untrained, warm-started and GRPO
+    policies of ``run_dir`` (:func:`agent_rows`) and the ``baselines`` (``profile_evaluation``), same tasks."""
+    from codegrep.agent.models import resolve_model
+    from codegrep.config import project_root
+    from codegrep.data.tasks import profile_tasks
+    from codegrep.retrievers.evaluate import profile_evaluation
+
+    run_dir = Path(run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    tasks, resolver = profile_tasks(cfg, split="eval", limit=limit)
+    initial = Path(config["initial_policy"])
+    if not initial.is_absolute() and not initial.exists():  # runs written before paths were absolute
+        initial = project_root() / initial
+    models = {"untrained": str(resolve_model(config["codegrep"]["model"])), "warm start": str(initial),
+              "GRPO": str((run_dir / "final").resolve())}
+    results: dict[str, list[dict[str, Any]]] = {}
+    for label, model in models.items():
+        out = _eval_dir(artifacts, run_dir.name) / f"{label.replace(' ', '_')}.jsonl"
+        results[label] = agent_rows(cfg, model, tasks, resolver, out)
+    wanted = {t.instance_id for t in tasks}
+    for name in baselines:
+        rows, _ = profile_evaluation(cfg, name, "eval", out=artifacts, limit=limit)
+        results[name] = [r for r in rows.to_dict("records") if r["instance_id"] in wanted]
+    return results
+
+
+def _column(name: str) -> str:
+    """``p@1_diff_lo`` -> ``p_at_1_diff_lo``; ``precision@agent`` -> ``precision_at_agent_size``.
+
+    >>> _column("p@1_diff_lo"), _column("precision@agent_hi"), _column("recall")
+    ('p_at_1_diff_lo', 'precision_at_agent_size_hi', 'recall')
+    """
+    return name.replace("@agent", "_at_agent_size").replace("@", "_at_")
+
+
+def compare(results: dict[str, list[dict[str, Any]]], reference: str = REFERENCE, agent: str | None = "GRPO",
+            n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """One row per policy/retriever on the instances all share: the harness's fair comparison
+    (``codegrep.retrievers.evaluate.comparison_table``: P@1..3, precision and recall of the returned set
+    and at the agent's set size, each with a bootstrap interval and the paired difference to ``reference``),
+    plus F0.5, rounds, tool calls, tokens and the format-valid rate (episodes that ended in a submit).
+
+    >>> rows = lambda files: [{"instance_id": i, "ranked": f, "files": f, "gold": ["a.py"], "f0.5": 0.0,
+    ...                        "rounds": 1, "tool_calls": 2, "tokens": 3, "extra": {}} for i, f in zip("xy", files)]
+    >>> t = compare({"bm25": rows([["b.py"], ["a.py"]]), "GRPO": rows([["a.py"], ["a.py"]])}, n_boot=200)
+    >>> t.set_index("policy").loc["GRPO", ["n", "p_at_1", "p_at_1_diff"]].astype(float).tolist()
+    [2.0, 1.0, 0.5]
+    """
+    from codegrep.retrievers.evaluate import comparison_table, is_non_submit
+
+    table = comparison_table(results, reference=reference, agent=agent if agent in results else None,
+                             n_boot=n_boot, seed=seed)
+    shared = set(table.attrs["instances"])
+    table = table.rename(columns={c: _column(c) for c in table.columns}).rename(columns={"retriever": "policy"})
+    for name, rows in results.items():
+        rows = [r for r in rows if r["instance_id"] in shared]
+        mask = table["policy"] == name
+        for col in ("f0.5", "rounds", "tool_calls", "tokens"):
+            table.loc[mask, col] = float(np.mean([float(r.get(col) or 0) for r in rows])) if rows else np.nan
+        table.loc[mask, "format_valid_rate"] = float(np.mean([not is_non_submit(r) for r in rows])) if rows \
+            else np.nan
+    return table
+
+
+def policy_evaluation(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
+                      limit: int | None = None) -> pd.DataFrame:
+    """The curve and its baselines: :func:`compare` over :func:`evaluation_rows` (one row per policy)."""
+    return compare(evaluation_rows(cfg, run_dir, artifacts, limit))
+
+
+def data_ablation(cfg: dict[str, Any], artifacts: str | Path, limit: int | None = None) -> pd.DataFrame:
+    """Warm starts on each demonstration mix of ``data_ablation_arms`` (same ``sft_max_demos``, epochs and
+    learning rate: the same budget), each evaluated on the eval split beside BM25. SFT only, no GRPO."""
+    from codegrep.config import load_profile, section
+    from codegrep.data.tasks import profile_tasks
+    from codegrep.env.pool import WorktreePool
+    from codegrep.env.tools import ToolConfig
+    from codegrep.retrievers.evaluate import profile_evaluation
+    from codegrep.rl.run import episode_config, evaluation_ids_of, initial_policy
+
+    cg, grpo = parse_train_args(train_config_path(cfg["_source"]), {"profile": cfg["_source"]})
+    cg.warm_start_dir = cg.warm_start_dir or str(_runs_dir(artifacts, cg) / "_warm_start")
+    profile = load_profile(cg.profile) if cg.profile != cfg["_source"] else cfg
+    env_sec = section(profile, "env")
+    train_tasks, train_resolver = profile_tasks(profile, split="train", limit=cg.train_tasks)
+    agent, _ = episode_config(profile, cg)
+    exclude = evaluation_ids_of(profile)
+    limit = limit or cg.data_ablation_eval_tasks
+    tasks, resolver = profile_tasks(cfg, split="eval", limit=limit)
+    bm25, _ = profile_evaluation(cfg, REFERENCE, "eval", out=artifacts, limit=limit)
+    wanted = {t.instance_id for t in tasks}
+    results = {REFERENCE: [r for r in bm25.to_dict("records") if r["instance_id"] in wanted]}
+    sizes = {}
+    for arm in cg.data_ablation_arms:
+        model, demos = initial_policy(cg, grpo, profile, train_tasks, train_resolver,
+                                      WorktreePool.from_config(env_sec), agent, env_sec, ToolConfig.from_dict(env_sec),
+                                      exclude=exclude, sources=arm.split("+"))
+        sizes[arm] = len(demos)
+        out = Path(artifacts) / "train" / "data_ablation" / f"{arm.replace('+', '_')}-{Path(model).name}.jsonl"
+        results[arm] = agent_rows(cfg, model, tasks, resolver, out)
+    table = compare(results, agent=None)
+    table["n_demonstrations"] = table["policy"].map(sizes)
+    return table
+
+
+def recorded_data_report(cfg: dict[str, Any], fidelity_runs: int | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    """How the recorded runs became demonstrations (counts per outcome and repository, evaluation runs excluded)
+    and the conversion's fidelity: converted calls replayed live on every shipped snapshot that has the run's
+    instance (a measurement, so evaluation instances are replayed too; none of it reaches training)."""
+    from codegrep.data.repos import RepoResolver
+    from codegrep.data.shipped import snapshot_repos_dir, trajectory_dirs, verified_rows_path
+    from codegrep.data.tasks import read_tasks
+    from codegrep.env.tools import ToolConfig
+    from codegrep.mining.explore import ConvertConfig, fidelity_summary, recorded_demonstrations, replay_fidelity
+    from codegrep.rl.run import episode_config, evaluation_ids_of
+
+    cg, _ = parse_train_args(train_config_path(cfg["_source"]), {"profile": cfg["_source"]})
+    agent, _ = episode_config(cfg, cg)
+    tools = ToolConfig.from_dict(cfg.get("env"))
+    runs = cg.recorded_runs or trajectory_dirs()
+    _, stats = recorded_demonstrations(runs, agent, exclude=evaluation_ids_of(cfg),
+                                       config=ConvertConfig(max_calls=cg.recorded_max_calls), tools=tools)
+    tasks, _ = read_tasks(str(verified_rows_path()))
+    frame = replay_fidelity(runs, RepoResolver(repos_dir=snapshot_repos_dir(), offline=True),
+                            {t.instance_id: t for t in tasks}, tools=tools, max_runs=fidelity_runs)
+    return stats.to_dict(), fidelity_summary(frame)
+
+
+def training_verdict(evaluation: pd.DataFrame, reference: str = REFERENCE) -> str:
+    """Plain sentences computed from the evaluation: is the GRPO-trained agent at or above ``reference`` on
+    P@1 (paired interval), and how did each stage (warm start, GRPO) move it?"""
+    by = evaluation.set_index("policy")
+    if "GRPO" not in by.index or reference not in by.index:
+        return "No verdict: the GRPO policy or the reference retriever was not evaluated."
+    g, r = by.loc["GRPO"], by.loc[reference]
+    n = int(g["n"])
+    diff, lo, hi = g["p_at_1_diff"], g["p_at_1_diff_lo"], g["p_at_1_diff_hi"]
+    if lo > 0:
+        head = f"The trained agent is ABOVE {reference} on P@1"
+    elif hi < 0:
+        head = f"The trained agent is BELOW {reference} on P@1 (the goal, at or above {reference}, is NOT met)"
+    else:
+        head = (f"The trained agent is not distinguishable from {reference} on P@1 "
+                + ("(point estimate at or above it)" if diff >= 0 else "(point estimate below it: goal not met)"))
+    curve = " -> ".join(f"{by.loc[p, 'p_at_1']:.3f} ({p})" for p in POLICIES if p in by.index)
+    small = " This is a small sample: one instance moves P@1 by {:.3f}.".format(1 / max(n, 1)) if n < 100 else ""
+    return (f"{head}: {g['p_at_1']:.3f} vs {r['p_at_1']:.3f} on the same {n} held-out instances, paired "
+            f"difference {diff:+.3f} [95% bootstrap {lo:+.3f}, {hi:+.3f}]. P@1 along training: {curve}; "
+            f"format-valid rate (episodes ending in a submit) {by.loc['GRPO', 'format_valid_rate']:.2f}." + small)
+
+
+def headline(evaluation: pd.DataFrame, steps: pd.DataFrame, run_dir: str | Path, verdict: str) -> dict[str, Any]:
+    """Notebook 03's headline numbers (``artifacts/headlines/03_training.json``)."""
+    by = evaluation.set_index("policy")
+    g, r = by.loc["GRPO"], by.loc[REFERENCE]
+    out = {"run": Path(run_dir).name, "steps": int(steps["step"].max()) if len(steps) else 0,
+           "train_seconds_per_step": float(steps["seconds"].mean()) if len(steps) else float("nan"),
+           "final_task_reward": float(steps["task_reward"].iloc[-1]) if len(steps) else float("nan"),
+           "final_kl": float(steps["kl"].iloc[-1]) if "kl" in steps and len(steps) else float("nan"),
+           "n_eval_instances": int(g["n"]),
+           "p_at_1_agent": float(g["p_at_1"]), "p_at_1_bm25": float(r["p_at_1"]),
+           "p_at_1_diff": float(g["p_at_1_diff"]), "p_at_1_diff_lo": float(g["p_at_1_diff_lo"]),
+           "p_at_1_diff_hi": float(g["p_at_1_diff_hi"]),
+           "goal_met": bool(g["p_at_1_diff"] >= 0), "verdict": verdict}
+    for p, key in (("untrained", "untrained"), ("warm start", "warm_start"), ("GRPO", "grpo")):
+        if p in by.index:
+            out[f"p_at_1_{key}"] = float(by.loc[p, "p_at_1"])
+            out[f"heldout_f_{key}"] = float(by.loc[p, "f0.5"])
+            out[f"format_valid_{key}"] = float(by.loc[p, "format_valid_rate"])
+    for name in ("grep-heuristic", "oracle"):
+        if name in by.index:
+            out[f"p_at_1_{name.replace('-', '_')}"] = float(by.loc[name, "p_at_1"])
+    return out
+
+
+# --- figures (notebook 03 draws through these; codegrep.plots is the style) -----------------------------------
+
+CURVE_PANELS = (("task_reward", "task reward (F0.5 + w·format)", "reward"), ("f_beta", "F0.5 of the submitted set", "F0.5"),
+                ("rounds", "rounds per episode", "rounds"), ("tokens", "generated tokens per episode", "tokens"),
+                ("kl", "KL to the initial policy", "KL (nats/token)"))
+
+
+def curve_figure(steps: pd.DataFrame, run_name: str, n_tasks: int | None = None) -> Any:
+    """The main run's per-step training curves (real run); a panel whose column is all missing says why."""
+    from codegrep import plots
+
+    fig, axes = plots.subplots(1, len(CURVE_PANELS), width=3.3 * len(CURVE_PANELS))
+    for ax, (col, what, unit) in zip(axes, CURVE_PANELS):
+        values = steps[col] if col in steps else pd.Series(dtype=float)
+        if values.notna().sum() == 0:
+            plots.undefined(ax, what, f"'{col}' was not logged by this run")
+            continue
+        ax.plot(steps["step"], values, marker="o", label=run_name)
+        ax.set_xlabel("GRPO step")
+        ax.set_ylabel(unit)
+        plots.integer_ticks(ax, "x")
+        plots.title(ax, what, "real", n_tasks, "train tasks" if n_tasks else "instances")
+    return fig
+
+
+def evaluation_figure(evaluation: pd.DataFrame) -> Any:
+    """P@1 with 95% bootstrap intervals and the paired difference to BM25, same held-out instances."""
+    from codegrep import plots
+
+    order = [p for p in (*POLICIES, *BASELINES) if p in set(evaluation["policy"])]
+    ev = evaluation.set_index("policy").loc[order]
+    n = int(ev["n"].max()) if len(ev) else 0
+    fig, (a, b) = plots.subplots(1, 2, width=11)
+    x = np.arange(len(order))
+    err = np.vstack([ev["p_at_1"] - ev["p_at_1_lo"], ev["p_at_1_hi"] - ev["p_at_1"]]).clip(min=0)
+    agent = np.array([p in POLICIES for p in order])
+    a.bar(x[agent], ev["p_at_1"][agent], color="C0", label="agent (SmolLM2 policy along training)")
+    a.bar(x[~agent], ev["p_at_1"][~agent], color="0.65", label="baseline retriever")
+    a.errorbar(x, ev["p_at_1"], yerr=err, fmt="none", ecolor="0.2", capsize=3, label=plots.interval_label("bootstrap"))
+    a.set_xticks(x, order, rotation=20)
+    a.set_ylabel("P@1 (a gold file ranked first)")
+    a.set_ylim(0, 1)
+    a.legend()
+    plots.title(a, "held-out P@1: agent along training vs baselines", "SWE-bench Verified (real)", n)
+    diffs = ev.drop(index=REFERENCE, errors="ignore")
+    y = np.arange(len(diffs))
+    derr = np.vstack([diffs["p_at_1_diff"] - diffs["p_at_1_diff_lo"],
+                      diffs["p_at_1_diff_hi"] - diffs["p_at_1_diff"]]).clip(min=0)
+    b.errorbar(diffs["p_at_1_diff"], y, xerr=derr, fmt="o", capsize=3, label="paired " +
+               plots.interval_label("bootstrap"))
+    b.axvline(0, color="0.4", lw=1, ls="--", label=f"= {REFERENCE}")
+    b.set_yticks(y, list(diffs.index))
+    b.set_xlabel(f"P@1 minus {REFERENCE} P@1 (same instances)")
+    b.legend()
+    plots.title(b, f"paired difference to {REFERENCE}", "SWE-bench Verified (real)", n)
+    return fig
+
+
+def data_ablation_figure(table: pd.DataFrame) -> Any:
+    """P@1 after the warm start per demonstration mix (same budget), beside BM25, with intervals."""
+    from codegrep import plots
+
+    fig, ax = plots.subplots(1, 1, width=6)
+    x = np.arange(len(table))
+    err = np.vstack([table["p_at_1"] - table["p_at_1_lo"], table["p_at_1_hi"] - table["p_at_1"]]).clip(min=0)
+    ax.bar(x, table["p_at_1"], color=["0.65" if p == REFERENCE else "C1" for p in table["policy"]])
+    ax.errorbar(x, table["p_at_1"], yerr=err, fmt="none", ecolor="0.2", capsize=3,
+                label=plots.interval_label("bootstrap") + f"; grey = {REFERENCE}, orange = warm starts")
+    labels = [p if p == REFERENCE else f"{p}\n({int(k)} demos)" for p, k in
+              zip(table["policy"], table["n_demonstrations"].fillna(0))]
+    ax.set_xticks(x, labels)
+    ax.set_ylabel("P@1 after the warm start (SFT only)")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    plots.title(ax, "data ablation: demonstration mix, same SFT budget", "SWE-bench Verified (real)",
+                int(table["n"].max()) if len(table) else None)
+    return fig
