@@ -30,7 +30,7 @@ def _load(path: Path):
 def _embedded_runs():
     files = sorted(EMBEDDED.glob("*.traj.json.gz"))
     if not files:
-        pytest.skip("embedded mini-swe-agent trajectories are absent")
+        pytest.fail(f"shipped package data missing: no mini-swe-agent trajectories in {EMBEDDED}")
     return [(f, _load(f), _load(f.with_name(f.name.replace(".traj.json", ".report.json")))) for f in files]
 
 
@@ -45,11 +45,12 @@ def test_swebench_reports_resolve_with_the_harness_grading():
 
 
 def test_mini_swe_agent_parses_every_real_trajectory():
-    from codegrep.downstream.mini_swe_agent import result_from_trajectory, step_usage
+    from codegrep.downstream.mini_swe_agent import result_from_trajectory
+    from codegrep.mining.formats.minisweagent import read
 
     for path, traj, report in _embedded_runs():
         res = result_from_trajectory(traj, report, path=str(path))
-        usage = step_usage(traj["messages"])
+        usage = read(traj).usage
         assert res.rounds == traj["info"]["model_stats"]["api_calls"] == len(usage)
         assert res.prompt_tokens == sum(p for p, _ in usage) > 0
         assert res.resolved is report["resolved"]
@@ -142,7 +143,7 @@ def _openhands_rows() -> list[dict]:
     OpenHands' documented event schema (one action event per tool call, one observation per result)."""
     src = embedded_dir() / "format-samples" / "adp_SWE-Gym_OpenHands-Sampled-Trajectories.sample_raw.json.gz"
     if not src.is_file():
-        pytest.skip("embedded OpenHands sample is absent")
+        pytest.fail(f"shipped package data missing: {src}")
     out = []
     for raw in _load(src):
         history, eid = [], 0

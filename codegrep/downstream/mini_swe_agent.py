@@ -5,8 +5,9 @@ fence word set to ``bash`` (so trajectories have the ``mini-swe-agent-1`` shape 
 ``codegrep.mining.formats.minisweagent`` reads), the ``local`` environment in a private git
 worktree of the task's repository, and any OpenAI-compatible endpoint through litellm.
 The agent executes shell commands on this machine inside that worktree: run it in a container or
-a throw-away account if the model is untrusted. Resolution needs the Docker-based swebench harness
-on the predictions file this writes; pass its report as ``report`` to fill ``resolved``.
+a throw-away account if the model is untrusted. Resolution: ``codegrep verify`` judges a patch locally where
+the instance allows it (``codegrep.downstream.verify``; the hint experiment calls it), else the Docker-based
+swebench harness on the predictions file this writes (pass its report as ``report`` to fill ``resolved``).
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ class MiniSweAgentConfig:
     """mini-swe-agent built-in config whose prompts are used."""
     output_dir: str = "artifacts/downstream/mini-swe-agent"
     """Where trajectories and the swebench predictions file go."""
+    max_tokens: int | None = None
+    """Most completion tokens per model call (None = the endpoint's default)."""
     report: str | None = None
     """A swebench harness report (run or per-instance) to read resolution from."""
     repos_dir: str | None = None
@@ -77,6 +80,8 @@ def build_config(task: Task, candidate_files: Sequence[str] | None, checkout: Pa
     kwargs = {"temperature": cfg.temperature, "drop_params": True}
     if cfg.api_base:
         kwargs["api_base"] = cfg.api_base
+    if cfg.max_tokens:
+        kwargs["max_tokens"] = int(cfg.max_tokens)
     model.update(model_name=cfg.model_name, model_class="litellm_textbased", cost_tracking="ignore_errors",
                  action_regex=rf"```{FENCE}\s*\n(.*?)\n```", model_kwargs=kwargs)
     return {"agent": agent, "environment": env, "model": model,
@@ -95,40 +100,28 @@ def validate_config(config: dict[str, Any]) -> tuple[Any, Any, Any]:
             LitellmTextbasedModelConfig(**strip(config["model"], "model_class")))
 
 
-def step_usage(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
-    """(prompt_tokens, completion_tokens) of every assistant message that recorded usage.
-
-    >>> step_usage([{"role": "assistant", "extra": {"response": {"usage": {"prompt_tokens": 5,
-    ...     "completion_tokens": 2}}}}, {"role": "user", "content": "x"}])
-    [(5, 2)]
-    """
-    out = []
-    for m in messages:
-        usage = ((m.get("extra") or {}).get("response") or {}).get("usage") if m.get("role") == "assistant" else None
-        if usage:
-            out.append((int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
-    return out
-
-
 def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None = None,
                            candidate_files: Sequence[str] | None = None, path: str | None = None,
                            seconds: float = 0.0, repo: str = "") -> DownstreamResult:
-    """A ``DownstreamResult`` from a saved mini-swe-agent trajectory (any 1.x/2.x ``.traj.json``)."""
+    """A ``DownstreamResult`` from a saved mini-swe-agent trajectory (any 1.x/2.x ``.traj.json``).
+
+    Rounds, tokens and the files opened come from the one mini-swe-agent reader,
+    ``codegrep.mining.formats.minisweagent`` (``read`` for usage, ``parse`` for file events).
+    """
     from codegrep.mining.formats import minisweagent as parser
 
+    run = parser.read(traj, source=path or "")
     parsed = parser.parse(traj, source=path or "")
-    info = traj.get("info") or {}
-    usage = step_usage(traj.get("messages") or [])
-    calls = int((info.get("model_stats") or {}).get("api_calls") or 0) or len(usage)
-    iid = parsed.instance_id or str(traj.get("instance_id") or "")
+    iid = run.instance_id or parsed.instance_id or str(traj.get("instance_id") or "")
     resolved = resolved_from_report(report, iid) if report else None
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
-    return DownstreamResult(instance_id=iid, agent="mini-swe-agent", resolved=resolved, rounds=calls,
-                            prompt_tokens=sum(p for p, _ in usage), completion_tokens=sum(c for _, c in usage),
+    return DownstreamResult(instance_id=iid, agent="mini-swe-agent", resolved=resolved, rounds=run.rounds,
+                            prompt_tokens=run.prompt_tokens or 0, completion_tokens=run.completion_tokens or 0,
                             seconds=seconds, trajectory=path, repo=repo,
                             candidate_files=list(candidate_files) if candidate_files is not None else None,
-                            extra={"exit_status": info.get("exit_status"), "actions": parsed.n_steps,
-                                   "viewed_files": viewed, "patch": info.get("submission") or ""})
+                            extra={"exit_status": run.exit_status, "actions": len(run.actions),
+                                   "viewed_files": viewed, "patch": run.submission or "",
+                                   "tokens_known": bool(run.usage)})
 
 
 class MiniSweAgent:
@@ -151,9 +144,10 @@ class MiniSweAgent:
             self.resolver = RepoResolver(repos_dir=self.config.repos_dir)
         return Path(self.resolver.resolve(task.repo, task.base_commit))
 
-    def run(self, task: Task, candidate_files: Sequence[str] | None) -> DownstreamResult:
+    def run(self, task: Task, candidate_files: Sequence[str] | None, label: str | None = None) -> DownstreamResult:
+        """One rollout; its trajectory goes to ``output_dir/<label>/<id>.traj.json`` (label: ``hint``/``base``)."""
         out_dir = Path(self.config.output_dir)
-        tag = "hint" if candidate_files is not None else "base"
+        tag = label or ("hint" if candidate_files is not None else "base")
         traj_path = out_dir / tag / f"{task.instance_id}.traj.json"
         git_dir = self._git_dir(task)
         with tempfile.TemporaryDirectory(prefix="codegrep-mini-") as tmp:

@@ -6,7 +6,14 @@ instruction template), a ``config.toml`` with the LLM group, and ``run.sh`` with
 (``evaluation/benchmarks/swe_bench/run_infer.py`` of an OpenHands 0.x checkout, then the official
 ``swebench`` harness on the predictions). ``results_from_output`` reads ``output.jsonl`` back:
 rounds = distinct LLM responses behind the agent's actions, tokens from ``metrics``, resolution
-from the harness report. Needs Docker and a model endpoint; neither exists on the CI machine.
+from the harness report.
+
+What a run needs (none of it exists on the CI machine; the adapter was never run end to end): a Docker daemon the
+user can reach (OpenHands starts one SWE-bench runtime container per instance; the harness grades in Docker too),
+an OpenHands 0.x source checkout with its poetry environment (``openhands_dir`` or ``OPENHANDS_DIR``), an LLM
+endpoint (``base_url``; the key in the variable ``api_key_env`` names), the ``swebench`` package, and full
+SWE-bench rows (``version``, ``environment_setup_commit``, ...; ``REQUIRED_FIELDS``). ``OpenHandsAgent.run``
+checks the checkout and Docker first and stops with one line naming what is missing.
 """
 from __future__ import annotations
 
