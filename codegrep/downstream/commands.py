@@ -11,13 +11,13 @@ from codegrep.errors import positive_int
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("downstream", help="run a downstream agent with/without retrieved candidate files",
-                              description=__doc__)
+                              description=__doc__.replace("``", ""))
     p.add_argument("--tasks", required=True,
                    help="task source (.jsonl/.json/.parquet, HF id, 'default'), or 'mined' = the replay model's "
                         "recorded instances")
     p.add_argument("--candidates", default=None, help="retriever results JSONL (instance_id, files), or 'none'; with "
                    "--hint-precision: the retriever results whose non-gold files are the distractors")
-    p.add_argument("--agent", default="replay", choices=["replay", "openhands", "mini-swe-agent"])
+    p.add_argument("--agent", default="replay", choices=["replay", "openhands", "mini-swe-agent"], help="replay (the cost MODEL over recorded runs), openhands (needs Docker) or mini-swe-agent (needs --endpoint)")
     p.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL for real agents")
     p.add_argument("--out", required=True, help="results JSONL, one DownstreamResult per instance")
     p.add_argument("--profile", default="smoke", help="profile whose 'downstream' section configures the agent")

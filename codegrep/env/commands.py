@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("tool", help="run grep/glob/read calls on a repository exactly as the agent sees them",
                               description="CALLS: one JSON call {\"name\": \"grep\", \"arguments\": {\"pattern\": "
                                           "\"x\"}} or a JSON list of calls run as one parallel turn.")
-    p.add_argument("calls", metavar="CALLS")
+    p.add_argument("calls", metavar="CALLS", help="a JSON list of tool calls, e.g. '[{\"name\": \"grep\", \"arguments\": {\"pattern\": \"def main\"}}]'")
     p.add_argument("--repo", help="git dir (bare or not); default: the largest default-set repository")
     p.add_argument("--commit", help="commit to serve (default: HEAD, or the default-set task commit)")
     p.add_argument("--dir", help="serve a plain directory instead (e.g. your live checkout)")
@@ -96,9 +96,9 @@ def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--repo", help="git dir; default: the largest default-set repository")
     p.add_argument("--commit", help="commit (default: HEAD or the default-set task commit)")
     p.add_argument("--package", help="benchmark a git repo built from this installed package (e.g. sympy: ~1.6K files)")
-    p.add_argument("--rollouts", type=int, default=64)
+    p.add_argument("--rollouts", type=int, default=64, help="rollouts per method (default: 64)")
     p.add_argument("--group", type=int, default=8, help="rollouts per task (GRPO group) sharing one checkout")
-    p.add_argument("--turns", type=int, default=4)
+    p.add_argument("--turns", type=int, default=4, help="turns per rollout (default: 4)")
     p.add_argument("--calls", type=int, default=8, help="parallel calls per turn")
     p.add_argument("--concurrency", type=int, default=None, help="rollouts in flight (default: all)")
     p.add_argument("--samples", type=int, default=5, help="timed acquisitions per method")

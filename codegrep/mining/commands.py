@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                   "replays demonstration calls)")
     p.add_argument("--out", required=True, help="records JSONL")
     p.add_argument("--demonstrations", default=None, help="demonstrations JSONL (default: OUT with .demos.jsonl)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: one per core)")
     p.add_argument("--resolved-only", action="store_true", help="write only useful (resolved, targeted) records")
     p.set_defaults(func=_mine)
 

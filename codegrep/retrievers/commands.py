@@ -82,7 +82,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--retriever", required=True, choices=NAMES)
+    p.add_argument("--retriever", required=True, choices=NAMES, help="which retriever ranks the files")
     p.add_argument("--model", help="dense: embedding model (minilm, a directory, a hub id); agent: policy model")
     p.add_argument("--endpoint", help="agent: an OpenAI-compatible base URL (e.g. http://localhost:8000/v1)")
     p.add_argument("--k", type=positive_int, help="returned set size for ranking retrievers (evaluate: default the profile's "
@@ -105,9 +105,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "'lite-train', a .jsonl/.jsonl.gz/.json/.parquet file, or a HF dataset id")
     p.add_argument("--repos", help="directory of owner__name git repositories")
     _common(p)
-    p.add_argument("--limit", type=positive_int)
+    p.add_argument("--limit", type=positive_int, help="evaluate at most this many tasks (seeded sample; default: all)")
     p.add_argument("--split", help="only tasks of this split (train/eval)")
-    p.add_argument("--workers", type=positive_int, default=1)
+    p.add_argument("--workers", type=positive_int, default=1, help="tasks evaluated in parallel threads (default: 1)")
     p.add_argument("--out", required=True, help="results JSONL (resumed when it exists)")
     p.set_defaults(func=_evaluate)
 
@@ -115,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
     p = bench_subparsers.add_parser("retrieve", help="bm25 index/query speed vs a naive baseline; agent overhead")
     p.add_argument("--files", type=positive_int, default=2000, help="files in the benchmark repository")
-    p.add_argument("--queries", type=positive_int, default=50)
+    p.add_argument("--queries", type=positive_int, default=50, help="queries timed per index (default: 50)")
     p.add_argument("--episodes", type=positive_int, default=20, help="scripted agent episodes for the overhead measure")
     p.add_argument("--model-ref", default="none",
                    help="model whose real generate time is the denominator of the overhead ratio ('none': skip)")

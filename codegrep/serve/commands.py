@@ -40,10 +40,10 @@ def register_bench(bench_subparsers) -> None:
                                                 "on a ~2K-file repository, against in-process baselines")
     p.add_argument("--files", type=int, default=2000, help="files in the generated benchmark repository")
     p.add_argument("--queries", type=int, default=20, help="tool calls to time")
-    p.add_argument("--retriever", default="grep-heuristic", choices=RETRIEVER_CHOICES)
+    p.add_argument("--retriever", default="grep-heuristic", choices=RETRIEVER_CHOICES, help="retriever behind the tool (default: grep-heuristic)")
     p.add_argument("--repo", type=Path, default=None,
                    help="benchmark this repository instead of the generated one (queries still come from it)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated benchmark repository and queries")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     p.set_defaults(func=run_bench)
 
