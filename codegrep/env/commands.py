@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from codegrep.errors import positive_float
 
 
 def _parse_calls(text: str) -> list:
@@ -86,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dir", help="serve a plain directory instead (e.g. your live checkout)")
     p.add_argument("--mode", choices=("objects", "worktree"), default="objects",
                    help="objects: checkout-free (default); worktree: a pooled checkout (answers are identical)")
-    p.add_argument("--timeout", type=float, default=10.0, help="per-call timeout in seconds")
+    p.add_argument("--timeout", type=positive_float, default=10.0, help="per-call timeout in seconds (> 0)")
     p.add_argument("--json", action="store_true", help="print {name, ok, output, error, truncated, latency_ms} list")
     p.set_defaults(func=_tool)
 

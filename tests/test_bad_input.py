@@ -1,0 +1,323 @@
+"""The bad-input corpus (issue 19): every user mistake is one line naming the file/line/argument, exit 2.
+
+Each case runs the real command line (``codegrep.cli.main``, in process so the corpus stays fast; no model is
+loaded) and checks: no traceback, a non-zero exit (2), the last stderr line is
+``codegrep <command>: error: ...`` and names what was wrong, nothing was printed as a result on stdout, and every
+input file the user had is byte-for-byte unchanged afterwards. A second part checks the other side of the
+boundary: an internal error keeps its traceback and says it is a bug.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from codegrep import cli
+from codegrep.errors import UserError, user_message
+
+GOOD = {"instance_id": "o__n-1", "repo": "o/n", "base_commit": "a" * 40, "problem_statement": "x",
+        "gold_files": ["a.py"]}
+
+
+def jl(*rows) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+@dataclass
+class Case:
+    """One bad input: files to create under tmp_path, the argv (``{tmp}`` is replaced), what stderr must name."""
+
+    name: str
+    argv: list[str]
+    names: list[str]
+    """Substrings the error line must contain (``{tmp}`` replaced): the file, line or argument."""
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    dirs: list[str] = field(default_factory=list)
+
+
+T = "{tmp}"
+CI_TRAIN_YAML = (Path(__file__).resolve().parent.parent / "configs" / "train" / "ci.yaml").read_text()
+CASES = [
+    # ---- task files (codegrep.data.tasks): wrong shapes, silent results, encodings
+    Case("task row is a list", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:1", "JSON object"],
+         {"t.jsonl": "[1, 2]\n"}),
+    Case(".json of ints", ["tasks", "stats", f"{T}/t.json"], ["t.json", "item 0", "JSON object"], {"t.json": "[1, 2, 3]"}),
+    Case(".json object, not a list", ["tasks", "stats", f"{T}/t.json"], ["t.json", "list"], {"t.json": '{"a": 1}'}),
+    Case("patch is a number", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:1", "'patch'"],
+         {"t.jsonl": jl({**GOOD, "patch": 123, "gold_files": []})}),
+    Case("gold_files is a string", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:2", "'gold_files'", "src/a.py"],
+         {"t.jsonl": jl(GOOD, {**GOOD, "instance_id": "o__n-2", "gold_files": "src/a.py"})}),
+    Case("gold_files holds a number", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:1", "'gold_files'"],
+         {"t.jsonl": jl({**GOOD, "gold_files": ["a.py", 3]})}),
+    Case("instance_id is a number", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:1", "'instance_id'"],
+         {"t.jsonl": jl({**GOOD, "instance_id": 5})}),
+    Case("missing field", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:1", "'base_commit'"],
+         {"t.jsonl": jl({k: v for k, v in GOOD.items() if k != "base_commit"})}),
+    Case("repo not owner/name", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:1", "'repo'"],
+         {"t.jsonl": jl({**GOOD, "repo": "noslash"})}),
+    Case("duplicate instance id", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:2", "duplicate"],
+         {"t.jsonl": jl(GOOD, GOOD)}),
+    Case("invalid JSON line", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:2", "invalid JSON"],
+         {"t.jsonl": jl(GOOD) + "{nope\n"}),
+    Case("invalid .json", ["tasks", "stats", f"{T}/t.json"], ["t.json:1", "invalid JSON"], {"t.json": "[{,]"}),
+    Case("empty tasks file", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl", "no task rows"], {"t.jsonl": ""}),
+    Case("blank-lines-only tasks file", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl", "no task rows"],
+         {"t.jsonl": "\n  \n"}),
+    Case("every row bad under --skip-bad", ["tasks", "stats", "--skip-bad", f"{T}/t.jsonl"],
+         ["t.jsonl", "none of its 2 rows"], {"t.jsonl": "[1]\n" + jl({**GOOD, "patch": 5, "gold_files": []})}),
+    Case("non-UTF-8 .jsonl", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:1", "UTF-8"],
+         {"t.jsonl": json.dumps(GOOD).replace('"x"', '"caf\\u00e9"').encode().replace(b"\\u00e9", b"\xe9") + b"\n"}),
+    Case("non-UTF-8 .json", ["tasks", "stats", f"{T}/t.json"], ["t.json", "UTF-8"], {"t.json": b"[\xff]"}),
+    Case(".jsonl.gz that is not gzip", ["tasks", "stats", f"{T}/t.jsonl.gz"], ["t.jsonl.gz", "gzip"],
+         {"t.jsonl.gz": "not gzip"}),
+    Case("corrupt .parquet", ["tasks", "stats", f"{T}/t.parquet"], ["t.parquet", "parquet"], {"t.parquet": "garbage"}),
+    Case("tasks file missing", ["tasks", "stats", f"{T}/nope.jsonl"], ["nope.jsonl", "not found"]),
+    Case("tasks path is a directory", ["tasks", "stats", f"{T}/d.jsonl"], ["d.jsonl"], dirs=["d.jsonl"]),
+    Case("unsupported task file type", ["tasks", "stats", f"{T}/t.csv"], ["t.csv", ".csv"], {"t.csv": "a,b\n"}),
+    # ---- evaluate: output paths, resume files, numeric arguments
+    Case("evaluate --out is a directory", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
+                                           "--profile", "ci", "--out", f"{T}/outdir"], ["--out", "outdir", "directory"],
+         {"t.jsonl": jl(GOOD)}, ["outdir"]),
+    Case("evaluate --out under a file", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
+                                         "--profile", "ci", "--out", f"{T}/t.jsonl/r.jsonl"], ["--out", "t.jsonl"],
+         {"t.jsonl": jl(GOOD)}),
+    Case("evaluate resume file with a corrupt line", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
+                                                      "--profile", "ci", "--out", f"{T}/r.jsonl"], ["r.jsonl:2"],
+         {"t.jsonl": jl(GOOD), "r.jsonl": jl({"instance_id": "o__n-0", "retriever": "random"}) + "GARBAGE\n"
+          + jl({"instance_id": "o__n-9", "retriever": "random"})}),
+    Case("evaluate resume row is a list", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
+                                           "--profile", "ci", "--out", f"{T}/r.jsonl"], ["r.jsonl:1"],
+         {"t.jsonl": jl(GOOD), "r.jsonl": "[1, 2]\n"}),
+    Case("evaluate resume file not UTF-8", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
+                                            "--profile", "ci", "--out", f"{T}/r.jsonl"], ["r.jsonl:1"],
+         {"t.jsonl": jl(GOOD), "r.jsonl": b'{"instance_id": "\xff"}\n'}),
+    Case("evaluate empty tasks file", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
+                                       "--profile", "ci", "--out", f"{T}/r.jsonl"], ["t.jsonl", "no task rows"],
+         {"t.jsonl": ""}),
+    Case("--k -5", ["evaluate", "--tasks", "x", "--retriever", "random", "--out", "o", "--k", "-5"], ["--k", "-5"]),
+    Case("--k 0", ["evaluate", "--tasks", "x", "--retriever", "random", "--out", "o", "--k", "0"], ["--k"]),
+    Case("--k abc", ["evaluate", "--tasks", "x", "--retriever", "random", "--out", "o", "--k", "abc"], ["--k", "abc"]),
+    Case("--workers 0", ["evaluate", "--tasks", "x", "--retriever", "random", "--out", "o", "--workers", "0"],
+         ["--workers"]),
+    Case("--limit -1", ["evaluate", "--tasks", "x", "--retriever", "random", "--out", "o", "--limit", "-1"],
+         ["--limit"]),
+    Case("unknown retriever", ["evaluate", "--tasks", "x", "--retriever", "nosuch", "--out", "o"], ["--retriever"]),
+    # ---- retrieve: issue file and repository
+    Case("retrieve --issue-file is a directory", ["retrieve", "--repo", T, "--retriever", "random",
+                                                  "--issue-file", f"{T}/idir"], ["--issue-file", "idir", "directory"],
+         dirs=["idir"]),
+    Case("retrieve --issue-file missing", ["retrieve", "--repo", T, "--retriever", "random",
+                                           "--issue-file", f"{T}/nope.txt"], ["--issue-file", "nope.txt"]),
+    Case("retrieve --issue-file not UTF-8", ["retrieve", "--repo", T, "--retriever", "random",
+                                             "--issue-file", f"{T}/i.txt"], ["i.txt", "UTF-8"], {"i.txt": b"caf\xe9\n"}),
+    Case("retrieve empty issue", ["retrieve", "--repo", T, "--retriever", "random", "--issue-file", f"{T}/i.txt"],
+         ["no issue text"], {"i.txt": "  \n"}),
+    Case("retrieve --repo missing", ["retrieve", "--repo", f"{T}/nosuch", "--retriever", "random", "x"],
+         ["nosuch"]),
+    Case("retrieve --k -5", ["retrieve", "--repo", T, "--retriever", "random", "--k", "-5", "x"], ["--k"]),
+    # ---- reproduce: output directory, profile
+    Case("reproduce --out is a file", ["reproduce", "--profile", "ci", "--only", "01", "--out", f"{T}/f.txt"],
+         ["--out", "f.txt", "is a file"], {"f.txt": "keep me\n"}),
+    Case("reproduce --out under a file", ["reproduce", "--profile", "ci", "--only", "01", "--out", f"{T}/f.txt/o"],
+         ["--out", "f.txt"], {"f.txt": "keep me\n"}),
+    Case("reproduce --out artifacts is a file", ["reproduce", "--profile", "ci", "--only", "01", "--out", f"{T}/o"],
+         ["--out", "artifacts"], {"o/artifacts": "keep me\n"}),
+    Case("reproduce unknown profile", ["reproduce", "--profile", "nosuch", "--only", "01"], ["nosuch"]),
+    Case("reproduce profile YAML missing", ["reproduce", "--profile", f"{T}/p.yaml"], ["p.yaml", "not found"]),
+    Case("reproduce profile YAML syntax error", ["reproduce", "--profile", f"{T}/p.yaml", "--only", "01"],
+         ["p.yaml", "YAML"], {"p.yaml": "seed: [1\nx: 2\n"}),
+    Case("profile YAML not UTF-8", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
+                                    f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "UTF-8"],
+         {"t.jsonl": jl(GOOD), "p.yaml": b"seed: \xff\n"}),
+    Case("reproduce --set not KEY=VALUE", ["reproduce", "--profile", "ci", "--only", "01", "--set", "seed"],
+         ["seed", "KEY=VALUE"]),
+    Case("reproduce --only nosuch", ["reproduce", "--profile", "ci", "--only", "99"], ["99"]),
+    # ---- train: config YAML and --resume
+    Case("train YAML syntax error", ["train", "--config", f"{T}/c.yaml"], ["c.yaml:3", "invalid YAML"],
+         {"c.yaml": "seed: 1\nmax_steps: [1, 2\nfoo: 3\n"}),
+    Case("train YAML is a list", ["train", "--config", f"{T}/c.yaml"], ["c.yaml", "mapping"], {"c.yaml": "- 1\n"}),
+    Case("train YAML not UTF-8", ["train", "--config", f"{T}/c.yaml"], ["c.yaml", "UTF-8"], {"c.yaml": b"seed: \xff\n"}),
+    Case("train YAML unknown setting", ["train", "--config", f"{T}/c.yaml", "--out", f"{T}/runs"],
+         ["c.yaml", "no_such_setting"], {"c.yaml": CI_TRAIN_YAML + "\nno_such_setting: 3\n"}),
+    Case("train --resume without a checkpoint", ["train", "--config", "ci", "--out", f"{T}/runs", "--name", "r",
+                                                  "--resume"], ["--resume", "no complete checkpoint"]),
+    Case("train --resume with only a half-written checkpoint",
+         ["train", "--config", "ci", "--out", f"{T}/runs", "--name", "r", "--resume"],
+         ["--resume", "checkpoint-2", "trainer_state.json"],
+         {"runs/r/checkpoints/checkpoint-2/model.safetensors": b"\0" * 8,
+          "runs/r/checkpoints/checkpoint-2/trainer_state.json": '{"global_st'}),
+    Case("train --max-steps abc", ["train", "--max-steps", "abc"], ["--max-steps"]),
+    Case("train --max-steps 0", ["train", "--max-steps", "0"], ["--max-steps"]),
+    Case("train --efficiency-lambda nan", ["train", "--efficiency-lambda", "nan"], ["--efficiency-lambda"]),
+    Case("train --seed x", ["train", "--seed", "x"], ["--seed"]),
+    Case("train --config missing", ["train", "--config", f"{T}/nope.yaml"], ["nope.yaml"]),
+    # ---- other commands: numeric arguments, input and output paths
+    Case("verify --timeout -1", ["verify", "--tasks", "x", "--timeout", "-1"], ["--timeout", "-1"]),
+    Case("verify --timeout nan", ["verify", "--tasks", "x", "--timeout", "nan"], ["--timeout", "nan"]),
+    Case("verify --jobs 0", ["verify", "--tasks", "x", "--jobs", "0"], ["--jobs"]),
+    Case("downstream --limit 0", ["downstream", "--tasks", "x", "--out", "o", "--limit", "0"], ["--limit"]),
+    Case("downstream --candidates corrupt", ["downstream", "--tasks", f"{T}/t.jsonl", "--candidates", f"{T}/c.jsonl",
+                                             "--out", f"{T}/d.jsonl"], ["c.jsonl:2"],
+         {"t.jsonl": jl(GOOD), "c.jsonl": jl({"instance_id": "o__n-1", "files": []}) + "GARBAGE\n"}),
+    Case("downstream --candidates missing", ["downstream", "--tasks", f"{T}/t.jsonl", "--candidates",
+                                             f"{T}/nope.jsonl", "--out", f"{T}/d.jsonl"], ["nope.jsonl"],
+         {"t.jsonl": jl(GOOD)}),
+    Case("bench retrieve --files -1", ["bench", "retrieve", "--files", "-1", "--tasks", "none"], ["--files"]),
+    Case("mine --out is a directory", ["mine", "--out", f"{T}/outdir", f"{T}/t.jsonl"], ["--out", "outdir"],
+         {"t.jsonl": jl(GOOD)}, ["outdir"]),
+    Case("mine --format nosuch", ["mine", "--format", "nosuch", "--out", f"{T}/m.jsonl", f"{T}/t.jsonl"],
+         ["--format", "nosuch"], {"t.jsonl": jl(GOOD)}),
+    Case("tool CALLS not JSON", ["tool", "--dir", T, "notjson"], ["CALLS", "JSON"]),
+    Case("tool CALLS a list of ints", ["tool", "--dir", T, "[1, 2]"], ["CALLS"]),
+    Case("tool --repo missing", ["tool", "--repo", f"{T}/nosuch", '{"name": "grep", "arguments": {"pattern": "x"}}'],
+         ["nosuch"]),
+    Case("report --artifacts missing", ["report", "--artifacts", f"{T}/nosuch"], ["nosuch"]),
+    Case("export a run that does not exist", ["export", f"{T}/nosuch"], ["nosuch"]),
+    Case("tasks default --out is a file", ["tasks", "default", "--out", f"{T}/f.txt"], ["f.txt"], {"f.txt": "keep\n"}),
+    Case("tool --timeout -1", ["tool", "--dir", T, "--timeout", "-1", '{"name": "grep", "arguments": {"pattern": "x"}}'],
+         ["--timeout"]),
+    Case("tool --timeout nan", ["tool", "--dir", T, "--timeout", "nan", '{"name": "grep", "arguments": {"pattern": "x"}}'],
+         ["--timeout"]),
+]
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        rc = cli.main(argv)
+    except SystemExit as exc:  # argparse refuses an argument: exit 2, usage + one error line
+        rc = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_nothing_lost(case: Case, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("CODEGREP_CACHE", str(tmp_path / "cache"))
+    for rel, content in case.files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    for rel in case.dirs:
+        (tmp_path / rel).mkdir(parents=True, exist_ok=True)
+    before = _snapshot(tmp_path)
+    argv = [a.replace(T, str(tmp_path)) for a in case.argv]
+
+    rc, out, err = run_cli(argv, capsys)
+
+    assert "Traceback" not in err, err
+    assert rc == 2, f"rc {rc} (a silent result?)\nstdout: {out}\nstderr: {err}"
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"codegrep {argv[0]}: error: ") or last.startswith(f"codegrep {argv[0]}") and \
+        ": error: " in last, err
+    for name in case.names:
+        assert name.replace(T, str(tmp_path)) in last, f"{name!r} not named in: {last}"
+    assert not out.strip(), f"a result was printed for bad input: {out}"
+    after = _snapshot(tmp_path)
+    assert {k: after.get(k) for k in before} == before, "an input file was changed or removed"
+
+
+def test_skip_bad_skips_wrong_shapes(tmp_path, capsys):
+    """``--skip-bad`` skips (and counts) the rows that are a list, an int, or carry ``"patch": 123``."""
+    (tmp_path / "t.jsonl").write_text("[1]\n7\n" + jl({**GOOD, "instance_id": "o__n-2", "patch": 123,
+                                                            "gold_files": []}, GOOD))
+    rc, out, err = run_cli(["tasks", "stats", "--skip-bad", "--json", str(tmp_path / "t.jsonl")], capsys)
+    assert rc == 0, err
+    assert "skipped 3 of 4 rows" in err and "Traceback" not in err
+    assert json.loads(out.strip().splitlines()[-1])["tasks"] == 1
+
+
+def test_resume_falls_back_to_the_last_complete_checkpoint(tmp_path, capsys):
+    """A checkpoint half-written by a killed save is skipped, said on stderr, and the previous one is used."""
+    from codegrep.rl.run import resume_checkpoint
+
+    ck = tmp_path / "checkpoints"
+    for step, state in ((1, '{"global_step": 1}'), (2, '{"global_step": 2}'), (3, '{"glob')):
+        (ck / f"checkpoint-{step}").mkdir(parents=True)
+        (ck / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
+        if step != 2:
+            (ck / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"\0")
+    (ck / "checkpoint-tmp").mkdir()  # not a step number: ignored, never an int() crash
+    assert resume_checkpoint(tmp_path) == ck / "checkpoint-1"
+    err = capsys.readouterr().err
+    assert "checkpoint-3 (unreadable trainer_state.json" in err and "checkpoint-2 (no model weights)" in err
+    assert "resuming from checkpoint-1" in err
+
+
+def test_evaluate_resume_keeps_a_complete_row_without_newline(tmp_path):
+    """A hand-edited results file whose last row lacks its newline keeps that row (only a partial row is cut)."""
+    from codegrep.retrievers.evaluate import _drop_partial_tail, read_rows
+
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"instance_id": "a", "retriever": "random"}\n{"instance_id": "b", "retriever": "random"}')
+    assert set(read_rows(path)) == {"a", "b"}
+    _drop_partial_tail(path)
+    assert set(read_rows(path)) == {"a", "b"} and path.read_text().endswith("}\n")
+    path.write_text('{"instance_id": "a", "retriever": "random"}\n{"instance_id": "b", "retr')
+    assert set(read_rows(path)) == {"a"}  # the partial row of a killed run: rerun that instance
+    _drop_partial_tail(path)
+    assert path.read_text() == '{"instance_id": "a", "retriever": "random"}\n'
+
+
+# ----------------------------------------------------------------------------- the other side: bugs
+
+
+def test_an_internal_error_keeps_its_traceback_and_says_bug(monkeypatch, capsys):
+    from codegrep.data import commands
+
+    def broken(args):
+        return {}["matched"]
+
+    parser = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_func(parser(), "tasks", broken))
+    rc, out, err = run_cli(["tasks", "stats", "default"], capsys)
+    assert rc == 1
+    assert "Traceback" in err and "KeyError: 'matched'" in err
+    assert "internal error" in err and "bug" in err
+    assert commands  # the module the command lives in was imported
+
+
+def _with_func(parser, command: str, func: Callable):
+    import argparse
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    tasks = sub.choices[command]
+    inner = next(a for a in tasks._actions if isinstance(a, argparse._SubParsersAction))
+    for p in inner.choices.values():
+        p.set_defaults(func=func)
+    return parser
+
+
+def _raise(exc: Exception) -> BaseException:
+    try:
+        raise exc
+    except Exception as caught:  # noqa: BLE001 - we want the traceback attached
+        return caught
+
+
+def test_the_boundary_rule():
+    """UserError and OSErrors naming a file are user mistakes; a ValueError from inside a call is a bug."""
+    assert user_message(UserError("a.jsonl:3: bad\nrow")) == "a.jsonl:3: bad row"
+    assert user_message(IsADirectoryError(21, "Is a directory", "out")) == "out: Is a directory"
+    import os
+
+    from codegrep.data.tasks import read_tasks
+    from codegrep.errors import PACKAGE_DIR
+
+    try:  # a ValueError raised by a call inside codegrep (here int("x")), not a message written for the user
+        exec(compile("int('x')", os.path.join(PACKAGE_DIR, "not_a_module.py"), "exec"))
+    except ValueError as exc:
+        assert user_message(exc) is None
+    try:  # an explicit `raise ValueError(...)` in codegrep's own code: its message was written for the user
+        read_tasks("default", on_error="sometimes")
+    except ValueError as exc:
+        assert user_message(exc) == "on_error must be 'raise' or 'skip', got 'sometimes'"
+    for exc in (KeyError("k"), TypeError("t"), AttributeError("a"), UnicodeDecodeError("utf-8", b"\xff", 0, 1, "x")):
+        assert user_message(_raise(exc)) is None
