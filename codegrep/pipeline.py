@@ -185,7 +185,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 NOTEBOOK_GUIDE = {
     "01_mining": "CATM: file-access supervision mined from real coding-agent runs",
-    "02_environment": "the Docker-free git-worktree environment: cost per rollout, tool latency, load",
+    "02_environment": "the Docker-free environment (objects mode, pooled worktrees): cost per rollout, latency, load",
     "03_training": "SFT warm start + GRPO of the retrieval agent; held-out retrieval vs BM25 on real Verified",
     "04_ablation": "efficiency signal at the reward vs the advantage layer: paired seeds, probe KL",
     "05_precision_threshold": "retrievers on real Verified; the precision threshold as a bracket (model, fit)",
@@ -194,8 +194,8 @@ NOTEBOOK_GUIDE = {
 """One line per notebook, shown by ``codegrep reproduce --help``."""
 
 PROFILE_GUIDE = {
-    "ci": "plumbing check: a handful of real instances, a few training steps (target <= 10 min on 2 cores)",
-    "smoke": "default: the 86 real Verified instances, SmolLM2-135M trained on CPU (target <= 45 min on 2 cores)",
+    "ci": "plumbing check: 5 real instances, 2 training steps (measured: 10 min cold on 2 idle cores)",
+    "smoke": "default: the 86 real Verified instances, SmolLM2-135M trained on CPU (target 45 min; not yet timed cold)",
     "paper": "the paper's settings: 14B model on GPUs, 500 Verified instances (days; not run here)",
 }
 """One line per profile, shown by ``codegrep reproduce --help`` (measured times: README, "Hardware")."""
