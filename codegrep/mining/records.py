@@ -11,7 +11,7 @@ from codegrep.mining.formats.base import Trajectory
 from codegrep.mining.targets import classify, is_artifact, new_files
 
 _WRITES = ("edit", "create")
-_REPO_FROM_ID = re.compile(r"^([\w.-]+?)__([\w-]+?)(?:[-.]\w+)*$")
+_REPO_FROM_ID = re.compile(r"^([\w.-]+?)__([\w.-]+?)(?:-\d+)?$")  # owner__name[-number]
 
 
 @dataclass
@@ -84,6 +84,8 @@ def repo_from_instance_id(instance_id: str) -> str:
 
     >>> repo_from_instance_id("django__django-11433"), repo_from_instance_id("arrow-py__arrow.1d70d009.lm__x")
     ('django/django', 'arrow-py/arrow')
+    >>> repo_from_instance_id("scikit-learn__scikit-learn-13124")
+    'scikit-learn/scikit-learn'
     """
     m = _REPO_FROM_ID.match(instance_id.split(".")[0] if "." in instance_id else instance_id)
     return f"{m.group(1)}/{m.group(2)}" if m else ""
