@@ -15,6 +15,10 @@ if TYPE_CHECKING:  # value types only; importing them here would pull heavy modu
     from codegrep.env.tools import ToolCall, ToolResult
     from codegrep.retrievers.base import Retrieval
 
+from codegrep.quiet import filter_warnings as _filter_warnings
+
+_filter_warnings()  # known-harmless warnings only, by message (codegrep.quiet), before any heavy import
+
 __version__ = "0.1.0"
 TRAJECTORY_FORMAT = "codegrep-episode-1"  # version tag written into every saved episode
 

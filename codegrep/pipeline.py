@@ -103,13 +103,46 @@ def cache_key(notebook: Path, params: dict[str, Any], profile_text: str, library
     return h.hexdigest()
 
 
+KERNEL_PROGRESS_INTERVAL_S = 30
+"""Seconds between progress-bar refreshes inside headless notebook kernels (``TQDM_MININTERVAL``)."""
+
+
+def _ipc_kernel_manager(socket_dir: str) -> type:
+    """A kernel manager whose kernel listens on IPC sockets in ``socket_dir`` (a private temporary folder).
+
+    The default TCP transport is unencrypted on localhost and ipykernel warns about it on every start;
+    IPC sockets are files only this user can reach, so the warning (and the open ports) go away. The
+    kernel's progress bars refresh at most every ``KERNEL_PROGRESS_INTERVAL_S`` (the executed copy keeps
+    a start, an end and a line per interval of each bar, not hundreds of redraws); an interactive
+    JupyterLab kernel is not affected.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IpcKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.transport = "ipc"
+            self.ip = str(Path(socket_dir) / "kernel")
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            if isinstance(kw.get("env"), dict):
+                kw["env"].setdefault("TQDM_MININTERVAL", str(KERNEL_PROGRESS_INTERVAL_S))
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return IpcKernelManager
+
+
 def _run_one(nb_path: Path, executed: Path, params: dict[str, Any]) -> None:
+    import tempfile
+
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     try:
-        pm.execute_notebook(str(nb_path), str(executed), parameters=params, kernel_name="python3",
-                            progress_bar=True, cwd=str(nb_path.parent))
+        with tempfile.TemporaryDirectory(prefix="codegrep-kernel-") as sockets:
+            pm.execute_notebook(str(nb_path), str(executed), parameters=params, kernel_name="python3",
+                                progress_bar=True, cwd=str(nb_path.parent),
+                                kernel_manager_class=_ipc_kernel_manager(sockets))
     except PapermillExecutionError as exc:
         raise NotebookFailed(f"notebook {nb_path.stem} failed in cell {exc.cell_index} "
                              f"(execution count {exc.exec_count}): {exc.ename}: {exc.evalue}\n"

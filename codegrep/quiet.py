@@ -26,14 +26,21 @@ HARMLESS_MESSAGES = (
 """Message patterns of warnings known to be harmless here."""
 
 
+def filter_warnings() -> None:
+    """Filter the harmless warnings above, by message (idempotent). Runs on ``import codegrep``, so a
+    warning raised while a notebook's first cell imports the library (tqdm's ``IProgress not found``)
+    is covered before :func:`quiet` is called."""
+    for pattern in HARMLESS_MESSAGES:
+        warnings.filterwarnings("ignore", message=pattern)
+
+
 def quiet() -> None:
-    """Filter the harmless warnings above and lower third-party log levels (idempotent)."""
+    """:func:`filter_warnings`, quieter third-party defaults and log levels (idempotent)."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-    for pattern in HARMLESS_MESSAGES:
-        warnings.filterwarnings("ignore", message=pattern)
+    filter_warnings()
     try:
         from tqdm import TqdmExperimentalWarning
 

@@ -68,6 +68,8 @@ def test_committed_notebook_has_no_outputs_and_one_parameters_cell(name):
     if not path.is_file():
         pytest.fail(f"{path} is missing")
     nb = nbformat.read(path, as_version=4)
+    # every cell has an id: nbformat warns on every execution of a notebook without them
+    assert all(c.get("id") for c in nb.cells), f"{name}: cells without an id (nbformat.validator.normalize)"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code), f"{name} committed with outputs"
     tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]

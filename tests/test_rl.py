@@ -127,6 +127,25 @@ def test_observation_tokens_follow_chat_template():
     assert cut[0] == tok.eos_token_id
 
 
+def test_demonstration_length_is_counted_in_tokens():
+    """The warm start drops demonstrations longer than max_length (a cut one would lose its submit call):
+    the count must be tokens, not the keys of the mapping transformers 5 returns."""
+    from transformers import AutoTokenizer
+
+    from codegrep.agent.models import resolve_model
+    from codegrep.rl.sft import demo_token_ids
+
+    try:
+        path = resolve_model("smollm2")
+    except FileNotFoundError as exc:
+        pytest.skip(f"SmolLM2 not available: {exc}")
+    tok = AutoTokenizer.from_pretrained(path)
+    short = [{"role": "user", "content": "find x"}, {"role": "assistant", "content": "ok"}]
+    long = [{"role": "user", "content": "word " * 3000}, {"role": "assistant", "content": "ok"}]
+    assert 5 < len(demo_token_ids(tok, short)) < 50
+    assert len(demo_token_ids(tok, long)) > 2048
+
+
 # --- efficiency-layer ablation (issue 15): exact advantage split, scale invariance, gating, bound, probe KL --------
 def _random_batch(rng, groups=6, g=4, tied_every=2):
     f = rng.choice([0.0, 0.5, 1.0], size=(groups, g))

@@ -37,7 +37,7 @@ from codegrep.rl.training_stage import main_run_dir, metrics_frame
 PAPER_KL_RATIO = 1 / 3  # the paper: advantage-layer KL drift is "about a third" of the reward layer's
 MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the run itself
     "name", "out", "resume", "warm_start_dir", "save_final_model", "kl_probe_set", "kl_probe_every",
-    "log_update_norm", "record_groups", "eval_tasks", "lambda_grid", "output_dir", "logging_dir", "save_strategy",
+    "log_update_norm", "record_groups", "eval_tasks", "curve_eval_tasks", "lambda_grid", "output_dir", "logging_dir", "save_strategy",
     "save_steps", "save_total_limit", "run_name", "reward_weights", "disable_tqdm", "logging_steps",
     "train_tasks", "train_task_ids", "profile", "report_to"}
 
@@ -63,8 +63,11 @@ def design_overrides(cg: Any, grpo: Any) -> dict[str, Any]:
     over: dict[str, Any] = {"max_steps": cg.ablation_max_steps}
     if cg.ablation_max_turns:
         over["max_turns"] = cg.ablation_max_turns
+    group = cg.ablation_num_generations or grpo.num_generations
+    if cg.ablation_num_generations:
+        over["num_generations"] = group
     if cg.ablation_prompts_per_step:
-        over["per_device_train_batch_size"] = cg.ablation_prompts_per_step * grpo.num_generations
+        over["per_device_train_batch_size"] = cg.ablation_prompts_per_step * group
     return over
 
 
@@ -98,7 +101,7 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
                    "save_final_model": False, "save_strategy": "no", "warm_start_dir": str(root / "_warm_start")}
     scg, sgrpo = parse_train_args(config, screen_over)
     key = _key({"settings": _settings(scg, sgrpo), "pool_size": cg.ablation_pool_size,
-                "probe_size": cg.ablation_probe_size})
+                "probe_size": cg.ablation_probe_size, "screen_tasks": cg.ablation_screen_tasks})
     out = root / "ablation" / f"_screen-{key}"
     summary_path = out / "pool.json"
     if summary_path.is_file():
@@ -108,6 +111,11 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     out.mkdir(parents=True, exist_ok=True)
     trainer = build_trainer(scg, sgrpo, out)
     rows = list(trainer.train_dataset)
+    if cg.ablation_screen_tasks and cg.ablation_screen_tasks < len(rows):  # a seeded subset, in dataset order
+        import random
+
+        keep = set(random.Random(sgrpo.seed).sample(range(len(rows)), cg.ablation_screen_tasks))
+        rows = [r for i, r in enumerate(rows) if i in keep]
     records = []
     chunk = 8  # tasks per rollout call: one checkout per task is open at a time within a chunk
     for start in range(0, len(rows), chunk):

@@ -201,33 +201,10 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
                                   train_dataset=data, processing_class=tokenizer, rollout_func=rollout,
                                   codegrep_args=cg, reference_builder=build_reference)
     trainer.add_callback(MetricsJsonlCallback(run_dir / "metrics.jsonl"))
-    from transformers.trainer_callback import PrinterCallback
+    from codegrep.rl.progress import GRPO_FIELDS, plain_progress
 
-    trainer.remove_callback(PrinterCallback)  # raw log dicts (disable_tqdm): StepProgress prints one line instead
-    trainer.add_callback(StepProgress(grpo.max_steps))
+    plain_progress(trainer, "GRPO", GRPO_FIELDS, grpo.max_steps)  # one line per step instead of raw log dicts
     return trainer
-
-
-class StepProgress:
-    """One plain line per GRPO step (for notebooks and logs, where TRL's raw log dicts are noise)."""
-
-    def __init__(self, max_steps: int) -> None:
-        self.max_steps, self.started = max_steps, time.perf_counter()
-
-    def __getattr__(self, name: str) -> Any:  # every other TrainerCallback event: nothing to do
-        if name.startswith("on_"):
-            return lambda *args, **kwargs: None
-        raise AttributeError(name)
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
-        if not state.is_world_process_zero or not logs or "reward" not in logs:
-            return
-        elapsed = time.perf_counter() - self.started
-        left = elapsed / max(state.global_step, 1) * max(self.max_steps - state.global_step, 0)
-        print(f"GRPO step {state.global_step}/{self.max_steps}: reward {logs['reward']:.3f}, "
-              f"F0.5 {logs.get('episode/f_beta', float('nan')):.3f}, rounds {logs.get('episode/rounds', float('nan')):.2f}, "
-              f"submitted {logs.get('episode/submitted', float('nan')):.2f}; {elapsed:.0f} s elapsed, ~{left:.0f} s left",
-              flush=True)
 
 
 EPISODE_KEYS = ("max_turns", "max_calls_per_turn", "max_observation_tokens", "max_issue_chars")

@@ -150,6 +150,12 @@ def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def demo_token_ids(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[int]:
+    """The token ids of one demonstration under the chat template (a flat list: transformers 5 returns a
+    mapping from ``apply_chat_template(tokenize=True)`` unless ``return_dict=False``, whose ``len`` is 2)."""
+    return list(tokenizer.apply_chat_template(list(messages), tokenize=True, return_dict=False))
+
+
 def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], out_dir: Path, *, epochs: float,
                learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
                max_length: int = 2048) -> Path:
@@ -164,7 +170,7 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
     if not demos:
         raise ValueError("warm start requested but there are no demonstrations (check train.sft_sources)")
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    fits = [m for m in demos if len(tokenizer.apply_chat_template(m, tokenize=True)) <= max_length]
+    fits = [m for m in demos if len(demo_token_ids(tokenizer, m)) <= max_length]
     if not fits:
         raise ValueError(f"no demonstration fits max_length={max_length} tokens")
     dropped, demos = len(demos) - len(fits), fits  # a cut demonstration would lose its submit call
@@ -177,6 +183,9 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
     model = AutoModelForCausalLM.from_pretrained(model_path)
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=Dataset.from_list([{"messages": m} for m in demos]))
+    from codegrep.rl.progress import SFT_FIELDS, plain_progress
+
+    plain_progress(trainer, "SFT", SFT_FIELDS)  # one line per step instead of raw log dicts
     result = trainer.train()
     tokenizer.chat_template = template
     tmp = out_dir.with_name(out_dir.name + ".tmp")

@@ -91,6 +91,10 @@ class CodeGrepArgs:
         "help": "Append every step's per-rollout F-beta, format and cost to RUN/groups.jsonl."})
     save_final_model: bool = field(default=True, metadata={"help": "Save the trained policy to RUN/final."})
     eval_tasks: int | None = field(default=None, metadata={"help": "Held-out tasks for before/after evaluation."})
+    curve_eval_tasks: int | None = field(default=None, metadata={
+        "help": "Held-out tasks on which the untrained and warm-start policies are evaluated (a seeded subset of "
+                "the GRPO policy's evaluation tasks, the same for both; default: all of them). A budget knob: "
+                "the GRPO policy and the baselines always see every evaluation task."})
     ablation_layers: list[str] = field(default_factory=lambda: ["none", "reward", "advantage", "gated"], metadata={
         "help": "Efficiency layers compared by the ablation (notebook 04); 'none' runs once per seed."})
     ablation_seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={
@@ -102,6 +106,11 @@ class CodeGrepArgs:
         "help": "max_turns of the ablation runs (>= 3 lets rounds vary); default: max_turns."})
     ablation_screen_samples: int = field(default=2, metadata={
         "help": "Warm-start samples per train task in the pre-screen that builds the ablation's task pool."})
+    ablation_num_generations: int | None = field(default=None, metadata={
+        "help": "Group size G of the ablation runs (>= 2); default: num_generations."})
+    ablation_screen_tasks: int | None = field(default=None, metadata={
+        "help": "Train tasks the pre-screen samples (a seeded subset of the train split, seed = the run's seed); "
+                "default: every train task. Each costs ablation_screen_samples episodes."})
     ablation_pool_size: int | None = field(default=None, metadata={
         "help": "Tasks in the ablation pool: about half with reward variance in the pre-screen, half without "
                 "(fewer when the screen finds fewer); default: every screened task."})

@@ -151,15 +151,31 @@ def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | P
         initial = project_root() / initial
     models = {"untrained": str(resolve_model(config["codegrep"]["model"])), "warm start": str(initial),
               "GRPO": str((run_dir / "final").resolve())}
+    curve_tasks = curve_subset(tasks, config["codegrep"].get("curve_eval_tasks"), int(config["grpo"].get("seed", 0)))
     results: dict[str, list[dict[str, Any]]] = {}
     for label, model in models.items():
         out = _eval_dir(artifacts, run_dir.name) / f"{label.replace(' ', '_')}.jsonl"
-        results[label] = agent_rows(cfg, model, tasks, resolver, out)
+        results[label] = agent_rows(cfg, model, tasks if label == "GRPO" else curve_tasks, resolver, out)
     wanted = {t.instance_id for t in tasks}
     for name in baselines:
         rows, _ = profile_evaluation(cfg, name, "eval", out=artifacts, limit=limit)
         results[name] = [r for r in rows.to_dict("records") if r["instance_id"] in wanted]
     return results
+
+
+def curve_subset(tasks: Sequence[Any], n: int | None, seed: int = 0) -> list[Any]:
+    """The tasks the untrained and warm-start policies are evaluated on: a seeded ``n`` of ``tasks`` (in their
+    order), or all of them when ``n`` is None or not smaller (``curve_eval_tasks``, a budget knob).
+
+    >>> [t for t in curve_subset(list("abcdef"), 3, seed=0)], curve_subset(list("ab"), None)
+    (['a', 'd', 'f'], ['a', 'b'])
+    """
+    import random
+
+    if not n or n >= len(tasks):
+        return list(tasks)
+    keep = set(random.Random(seed).sample(range(len(tasks)), n))
+    return [t for i, t in enumerate(tasks) if i in keep]
 
 
 def _column(name: str) -> str:
@@ -203,7 +219,38 @@ def compare(results: dict[str, list[dict[str, Any]]], reference: str = REFERENCE
 def policy_evaluation(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
                       limit: int | None = None) -> pd.DataFrame:
     """The curve and its baselines: :func:`compare` over :func:`evaluation_rows` (one row per policy)."""
-    return compare(evaluation_rows(cfg, run_dir, artifacts, limit))
+    return split_compare(evaluation_rows(cfg, run_dir, artifacts, limit))
+
+
+def split_compare(results: dict[str, list[dict[str, Any]]], reference: str = REFERENCE) -> pd.DataFrame:
+    """:func:`compare` where the untrained / warm-start policies may cover only a subset (``curve_eval_tasks``):
+    the GRPO policy and the baselines are compared on every instance they share; a policy evaluated on fewer
+    instances gets its row (and its paired difference to ``reference``) from a second comparison on its own
+    instances, and column ``n`` says how many. With equal coverage this is exactly :func:`compare`.
+
+    >>> rows = lambda ids, f: [{"instance_id": i, "ranked": f, "files": f, "gold": ["a.py"], "f0.5": 0.0,
+    ...                         "rounds": 1, "tool_calls": 2, "tokens": 3, "extra": {}} for i in ids]
+    >>> t = split_compare({"untrained": rows("x", []), "GRPO": rows("xyz", ["a.py"]), "bm25": rows("xyz", ["b.py"])})
+    >>> t.set_index("policy")["n"].astype(int).to_dict()
+    {'untrained': 1, 'GRPO': 3, 'bm25': 3}
+    """
+    main = results.get("GRPO")
+    covered = {r["instance_id"] for r in main} if main else None
+    partial = [k for k in POLICIES if k in results and k != "GRPO" and covered is not None
+               and {r["instance_id"] for r in results[k]} != covered]
+    if not partial:
+        return compare(results, reference=reference)
+    table = compare({k: v for k, v in results.items() if k not in partial}, reference=reference)
+    extra = []
+    for name in partial:
+        ids = {r["instance_id"] for r in results[name]}
+        sub = {k: [r for r in results[k] if r["instance_id"] in ids] for k in (name, "GRPO", reference)
+               if k in results}
+        part = compare(sub, reference=reference)
+        extra.append(part[part["policy"] == name])
+    out = pd.concat(extra + [table], ignore_index=True)
+    order = {p: i for i, p in enumerate(list(POLICIES) + list(results))}
+    return out.sort_values("policy", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
 
 
 def data_ablation(cfg: dict[str, Any], artifacts: str | Path, limit: int | None = None) -> pd.DataFrame:
@@ -280,7 +327,9 @@ def training_verdict(evaluation: pd.DataFrame, reference: str = REFERENCE) -> st
     else:
         head = (f"The trained agent is not distinguishable from {reference} on P@1 "
                 + ("(point estimate at or above it)" if diff >= 0 else "(point estimate below it: goal not met)"))
-    curve = " -> ".join(f"{by.loc[p, 'p_at_1']:.3f} ({p})" for p in POLICIES if p in by.index)
+    curve = " -> ".join(f"{by.loc[p, 'p_at_1']:.3f} ({p}" + (f", on a seeded {int(by.loc[p, 'n'])} of them)"
+                                                            if int(by.loc[p, "n"]) != n else ")")
+                        for p in POLICIES if p in by.index)
     small = " This is a small sample: one instance moves P@1 by {:.3f}.".format(1 / max(n, 1)) if n < 100 else ""
     return (f"{head}: {g['p_at_1']:.3f} vs {r['p_at_1']:.3f} on the same {n} held-out instances, paired "
             f"difference {diff:+.3f} [95% bootstrap {lo:+.3f}, {hi:+.3f}]. P@1 along training: {curve}; "
@@ -305,6 +354,7 @@ def headline(evaluation: pd.DataFrame, steps: pd.DataFrame, run_dir: str | Path,
             out[f"p_at_1_{key}"] = float(by.loc[p, "p_at_1"])
             out[f"heldout_f_{key}"] = float(by.loc[p, "f0.5"])
             out[f"format_valid_{key}"] = float(by.loc[p, "format_valid_rate"])
+            out[f"n_eval_{key}"] = int(by.loc[p, "n"])
     for name in ("grep-heuristic", "oracle"):
         if name in by.index:
             out[f"p_at_1_{name.replace('-', '_')}"] = float(by.loc[name, "p_at_1"])

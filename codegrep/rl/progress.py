@@ -1,0 +1,64 @@
+"""One plain line per logged training step, for notebooks and logs.
+
+transformers prints every log as a raw dict (``PrinterCallback``, or ``ProgressCallback.on_log`` beside
+its bar); in an executed notebook that is a wall of ``{'loss': '0.71', ...}``. :func:`plain_progress`
+swaps both for :class:`StepProgress`: ``SFT step 3/24: loss 0.357, token accuracy 0.926; 41 s elapsed, ~287 s left``.
+
+>>> p = StepProgress("SFT", {"loss": "loss {:.3f}"}, max_steps=4)
+>>> p.line(step=1, logs={"loss": 0.5}, elapsed=10.0)
+'SFT step 1/4: loss 0.500; 10 s elapsed, ~30 s left'
+>>> p.line(step=2, logs={"epoch": 1.0}, elapsed=20.0) is None  # nothing this callback reports
+True
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from transformers import TrainerCallback
+
+SFT_FIELDS = {"loss": "loss {:.3f}", "mean_token_accuracy": "token accuracy {:.3f}"}
+"""What a supervised warm-start step reports (TRL ``SFTTrainer`` log keys -> format)."""
+
+GRPO_FIELDS = {"reward": "reward {:.3f}", "episode/f_beta": "F0.5 {:.3f}", "episode/rounds": "rounds {:.2f}",
+               "episode/submitted": "submitted {:.2f}"}
+"""What a GRPO step reports (``CodeGrepGRPOTrainer`` log keys -> format); ``reward`` marks a step log."""
+
+
+class StepProgress(TrainerCallback):
+    """Prints one line per step log that holds the first of ``fields`` (elapsed and estimated time left)."""
+
+    def __init__(self, label: str, fields: dict[str, str], max_steps: int | None = None) -> None:
+        self.label, self.fields, self.max_steps = label, dict(fields), max_steps
+        self.started = time.perf_counter()
+
+    def line(self, step: int, logs: dict[str, Any], elapsed: float) -> str | None:
+        """The line for one log (None when it is not a step log this callback reports)."""
+        key = next(iter(self.fields))
+        if key not in logs:
+            return None
+        parts = [fmt.format(float(logs[k])) for k, fmt in self.fields.items() if k in logs]
+        total = self.max_steps or 0
+        left = elapsed / max(step, 1) * max(total - step, 0)
+        where = f"{step}/{total}" if total else str(step)
+        return f"{self.label} step {where}: {', '.join(parts)}; {elapsed:.0f} s elapsed, ~{left:.0f} s left"
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.started = time.perf_counter()
+        self.max_steps = self.max_steps or state.max_steps
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if not state.is_world_process_zero or not logs:
+            return
+        text = self.line(state.global_step, logs, time.perf_counter() - self.started)
+        if text:
+            print(text, flush=True)
+
+
+def plain_progress(trainer: Any, label: str, fields: dict[str, str], max_steps: int | None = None) -> None:
+    """Replace the trainer's raw-dict log printers with one :class:`StepProgress` line per step."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(StepProgress(label, fields, max_steps))
