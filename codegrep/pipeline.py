@@ -107,14 +107,19 @@ KERNEL_PROGRESS_INTERVAL_S = 30
 """Seconds between progress-bar refreshes inside headless notebook kernels (``TQDM_MININTERVAL``)."""
 
 
+KERNEL_QUIET_BARS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+"""Third-party bars hidden in headless kernels (model loading/saving, dataset maps: seconds each, no information);
+the bundle's own bars (training, evaluation, indexing) stay, throttled."""
+
+
 def _ipc_kernel_manager(socket_dir: str) -> type:
     """A kernel manager whose kernel listens on IPC sockets in ``socket_dir`` (a private temporary folder).
 
     The default TCP transport is unencrypted on localhost and ipykernel warns about it on every start;
     IPC sockets are files only this user can reach, so the warning (and the open ports) go away. The
     kernel's progress bars refresh at most every ``KERNEL_PROGRESS_INTERVAL_S`` (the executed copy keeps
-    a start, an end and a line per interval of each bar, not hundreds of redraws); an interactive
-    JupyterLab kernel is not affected.
+    a start, an end and a line per interval of each bar, not hundreds of redraws) and third-party bars
+    (``KERNEL_QUIET_BARS``) are off; an interactive JupyterLab kernel is not affected.
     """
     from jupyter_client.manager import AsyncKernelManager
 
@@ -127,6 +132,8 @@ def _ipc_kernel_manager(socket_dir: str) -> type:
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
             if isinstance(kw.get("env"), dict):
                 kw["env"].setdefault("TQDM_MININTERVAL", str(KERNEL_PROGRESS_INTERVAL_S))
+                for name in KERNEL_QUIET_BARS:
+                    kw["env"].setdefault(name, "1")
             await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return IpcKernelManager

@@ -22,6 +22,7 @@ HARMLESS_MESSAGES = (
     r".*Unable to parse line.*",                         # papermill parameter-cell parsing of comments
     r".*pin_memory.*no accelerator is found.*",          # torch DataLoader on CPU
     r".*`gradient_checkpointing` is deprecated.*",       # transformers TrainingArguments rename (TRL configs)
+    r".*`is_gradient_checkpointing` is deprecated.*",    # transformers PreTrainedModel rename, read by TRL each step
 )
 """Message patterns of warnings known to be harmless here."""
 

@@ -41,6 +41,34 @@ def test_every_notebook_ran_and_second_run_is_cached(ci_run):
     assert second["cached"] == list(NOTEBOOKS) and not second["ran"]
 
 
+def test_one_warm_start_serves_every_run_of_the_profile(ci_run):
+    """The main run (03) and the ablation's screen and arms (04) start from one cached warm start: the arms'
+    GRPO pool is a subset of the train split, and the demonstrations come from the split, not the pool."""
+    out, _, _ = ci_run
+    starts = [d.name for d in (out / "artifacts" / "train" / "_warm_start").iterdir()
+              if d.is_dir() and not d.name.endswith((".work", ".tmp"))]
+    assert len(starts) == 1, starts
+
+
+NOISE = ("running over TCP without encryption", "IProgress not found", "PosixPath(", "{'loss':",
+         "is deprecated and will be removed", "Loading weights")
+"""What an executed notebook must not show (issue 17): kernel transport warnings, tqdm's widget warning, echoed
+paths, raw trainer log dicts, third-party deprecation notices, model-loading bars."""
+
+
+def test_executed_notebooks_show_no_known_noise(ci_run):
+    import nbformat
+
+    out, _, _ = ci_run
+    for name in NOTEBOOKS:
+        nb = nbformat.read(out / "artifacts" / "notebooks" / f"{name}.ipynb", as_version=4)
+        for i, cell in enumerate(nb.cells):
+            for o in cell.get("outputs", []):
+                text = o.get("text", "") if o.get("output_type") == "stream" else str(o.get("data", {}).get("text/plain", ""))
+                hits = [n for n in NOISE if n in text]
+                assert not hits, f"{name} cell {i}: {hits} in {text[:300]!r}"
+
+
 @dataclass(frozen=True)
 class Spec:
     """What a headline number must be: present, of a type, within [lo, hi], non-null unless ``nullable``."""

@@ -54,6 +54,23 @@ def test_reproduce_caches_and_force_reruns(tmp_path, monkeypatch):
     assert (tmp_path / "run/artifacts/report.md").read_text().startswith("# CodeGrep reproduction report")
 
 
+def test_headless_kernel_is_quiet_and_throttles_progress_bars(tmp_path, capfd):
+    """Kernels listen on IPC sockets (no 'running over TCP without encryption' warning on every start), and
+    a progress bar in a headless notebook leaves a start and an end line, not a redraw per item."""
+    from codegrep.pipeline import _run_one
+
+    body = ("import codegrep, os, time\nfrom tqdm.auto import tqdm\nprint(os.environ['TQDM_MININTERVAL'])\n"
+            "for _ in tqdm(range(40), desc='items'):\n    time.sleep(0.01)\n")
+    nb_path = _notebook(tmp_path, body)
+    _run_one(nb_path, tmp_path / "out.ipynb", {})
+    assert "without encryption" not in capfd.readouterr().err
+    cell = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[-1]
+    stdout = "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
+    bars = [o for o in cell.outputs if o.get("name") == "stderr" and "items" in o.get("text", "")]
+    assert stdout.strip() == "30" and 1 <= len(bars) <= 3, [o.get("text") for o in bars]
+    assert not any("IProgress" in o.get("text", "") for o in cell.outputs), "tqdm's IProgress warning shown"
+
+
 def test_failing_notebook_names_notebook_and_cell(tmp_path):
     _notebook(tmp_path, "raise ValueError('boom in cell')")
     with pytest.raises(NotebookFailed, match=r"01_mining failed in cell \d+.*ValueError: boom in cell"):
@@ -76,6 +93,10 @@ def test_committed_notebook_has_no_outputs_and_one_parameters_cell(name):
     assert len(tagged) == 1, f"{name}: expected exactly one cell tagged 'parameters'"
     names = [line.split("=")[0].strip() for line in tagged[0].source.splitlines() if "=" in line]
     assert tuple(names[:3]) == COMMON_PARAMS, f"{name}: parameters must start with {COMMON_PARAMS}"
+    for cell in code:  # a save call as a cell's last line would echo its PosixPath into the executed notebook
+        last = [line for line in cell.source.splitlines() if line.strip()][-1:]
+        assert not (last and last[0].startswith("out.") and not last[0].rstrip().endswith(";")), \
+            f"{name}: end '{last[0][:40]}...' with ';' (no raw path echo)"
     for cell in code:  # logic lives in codegrep/, notebooks only call it and plot
         assert not any(line.startswith(("def ", "class ")) for line in cell.source.splitlines()), name
         for line in cell.source.splitlines():

@@ -58,7 +58,8 @@ class StepProgress(TrainerCallback):
 def plain_progress(trainer: Any, label: str, fields: dict[str, str], max_steps: int | None = None) -> None:
     """Replace the trainer's raw-dict log printers with one :class:`StepProgress` line per step."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from transformers.utils.notebook import NotebookProgressCallback  # chosen instead of ProgressCallback in Jupyter
 
-    trainer.remove_callback(PrinterCallback)
-    trainer.remove_callback(ProgressCallback)
+    for printer in (PrinterCallback, ProgressCallback, NotebookProgressCallback):
+        trainer.remove_callback(printer)
     trainer.add_callback(StepProgress(label, fields, max_steps))

@@ -165,9 +165,12 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     seed_everything(grpo.seed)
     cfg = load_profile(cg.profile)
     env_sec = section(cfg, "env")
-    tasks, resolver = profile_tasks(cfg, split="train", limit=None if cg.train_task_ids else cg.train_tasks)
-    if cg.train_task_ids:  # an explicit pool (the ablation's pre-screen), in the order given
-        by_id = {t.instance_id: t for t in tasks}
+    # the warm start always learns from the profile's train split, so every run of a profile (the main run, the
+    # ablation's screen and arms on their pool) starts from one cached warm start
+    split_tasks, resolver = profile_tasks(cfg, split="train", limit=cg.train_tasks)
+    tasks = split_tasks
+    if cg.train_task_ids:  # an explicit pool of GRPO prompts (the ablation's pre-screen), in the order given
+        by_id = {t.instance_id: t for t in profile_tasks(cfg, split="train", limit=None)[0]}
         missing = [i for i in cg.train_task_ids if i not in by_id]
         if missing:
             raise ValueError(f"--train_task_ids: not train-split tasks of profile {cg.profile}: {missing[:5]}")
@@ -177,7 +180,7 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
     agent, episode = episode_config(cfg, cg)
     evaluation_ids = evaluation_ids_of(cfg)
-    model_path, demos = initial_policy(cg, grpo, cfg, tasks, resolver, pool, agent, env_sec, tools,
+    model_path, demos = initial_policy(cg, grpo, cfg, split_tasks, resolver, pool, agent, env_sec, tools,
                                        exclude=evaluation_ids)
     write_manifest(run_dir, demos, [t.instance_id for t in tasks], evaluation_ids)
     grpo.output_dir = str(run_dir / "checkpoints")
@@ -294,7 +297,8 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
     if not cg.warm_start:
         return base, []
     demos = demonstrations(cg, cfg, tasks, resolver, pool, agent, env_sec, tools, exclude, sources)
-    settings = {"base": str(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size}
+    settings = {"base": str(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size,
+                "sft": sft.SFT_RECIPE}
     cache = Path(cg.warm_start_dir or Path(cg.out) / "_warm_start")
     out = cache / sft.demos_key([d["messages"] for d in demos], settings)
     out.parent.mkdir(parents=True, exist_ok=True)

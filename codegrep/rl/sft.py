@@ -150,6 +150,11 @@ def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+SFT_RECIPE = "assistant-only, constant lr, group_by_length"
+"""What else shapes a warm start besides its demonstrations and the fields of ``settings``: part of the cache key,
+changed whenever :func:`warm_start` changes how it trains."""
+
+
 def demo_token_ids(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[int]:
     """The token ids of one demonstration under the chat template (a flat list: transformers 5 returns a
     mapping from ``apply_chat_template(tokenize=True)`` unless ``return_dict=False``, whose ``len`` is 2)."""
@@ -179,7 +184,10 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
     config = SFTConfig(output_dir=str(out_dir) + ".work", assistant_only_loss=True, num_train_epochs=epochs,
                        learning_rate=learning_rate, per_device_train_batch_size=batch_size, seed=seed,
                        use_cpu=use_cpu, bf16=bf16, report_to="none", save_strategy="no", logging_steps=1,
-                       max_length=max_length, gradient_checkpointing=False, lr_scheduler_type="constant")
+                       max_length=max_length, gradient_checkpointing=False, lr_scheduler_type="constant",
+                       # batches of similar length: demonstrations run 300-2,000 tokens and a batch is padded
+                       # to its longest, so random batches spend much of a CPU step on padding
+                       train_sampling_strategy="group_by_length")
     model = AutoModelForCausalLM.from_pretrained(model_path)
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=Dataset.from_list([{"messages": m} for m in demos]))
