@@ -234,22 +234,62 @@ NOTEBOOK_GUIDE = {
 """One line per notebook, shown by ``codegrep reproduce --help``."""
 
 PROFILE_GUIDE = {
-    "ci": "plumbing check: 5 real instances, 2 training steps (measured: 10 min cold on 2 idle cores)",
-    "smoke": "default: the 86 real Verified instances, SmolLM2-135M trained on CPU (target 45 min; not yet timed cold)",
+    "ci": "plumbing check: 5 real instances, 2 training steps",
+    "smoke": "default: the 86 real Verified instances, SmolLM2-135M trained on CPU (target: 45 min cold)",
     "paper": "the paper's settings: 14B model on GPUs, 500 Verified instances (days; not run here)",
 }
-"""One line per profile, shown by ``codegrep reproduce --help`` (measured times: README, "Hardware")."""
+"""One line per profile, shown by ``codegrep reproduce --help`` with its measured time (:func:`measured_times`)."""
 
-_REPRODUCE_DESCRIPTION = (
-    "Run the six notebooks in order with papermill (headless; executed copies in <out>/artifacts/notebooks), "
-    "skip those unchanged since their last successful run, then write run.json and report.md/report.html.\n\n"
-    "notebooks:\n" + "\n".join(f"  {k:<24}{v}" for k, v in NOTEBOOK_GUIDE.items()) + "\n\nprofiles:\n"
-    + "\n".join(f"  {k:<8}{v}" for k, v in PROFILE_GUIDE.items()))
+MEASURED_TIMES = Path("docs") / "results" / "reproduce_times.json"
+"""Measured cold wall times per profile and notebook (``{profile: {"seconds": {notebook: s}, "total_s", "measured_at",
+"git_commit", "machine"}}``), written from a run's ``run.json``; ``reproduce --help`` shows them."""
+
+
+def measured_times(root: Path | None = None) -> dict[str, Any]:
+    """The committed measured times (empty when the record is missing or unreadable)."""
+    path = Path(root or project_root()) / MEASURED_TIMES
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _minutes(seconds: Any) -> str:
+    """``'44 min'`` / ``'35 s'`` / ``'?'``.
+
+    >>> _minutes(2640), _minutes(35.2), _minutes(None)
+    ('44 min', '35 s', '?')
+    """
+    if not isinstance(seconds, (int, float)):
+        return "?"
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def reproduce_description(times: dict[str, Any] | None = None) -> str:
+    """The text of ``codegrep reproduce --help``: notebooks with their measured time per profile, then profiles."""
+    times = measured_times() if times is None else times
+    measured = [p for p in ("ci", "smoke") if p in times]
+    width = 9 * len(measured)
+    lines = [f"  {'':<24}" + "".join(f"{p:>7}  " for p in measured)] if measured else []
+    for name, what in NOTEBOOK_GUIDE.items():
+        cols = "".join(f"{_minutes(times[p].get('seconds', {}).get(name)):>7}  " for p in measured)
+        lines.append(f"  {name:<24}{cols:<{width}}{what}")
+    profiles = []
+    for name, what in PROFILE_GUIDE.items():
+        t = times.get(name)
+        note = (f" (measured cold: {_minutes(t.get('total_s'))} on {t.get('machine', '?')}, {t.get('measured_at', '?')}, "
+                f"commit {str(t.get('git_commit', '?'))[:7]})" if t else " (not measured)")
+        profiles.append(f"  {name:<8}{what}{note}")
+    return ("Run the six notebooks in order with papermill (headless; executed copies in <out>/artifacts/notebooks), "
+            "skip those unchanged since their last successful run, then write run.json and report.md/report.html.\n\n"
+            "notebooks (measured cold wall time per profile, 2 CPU cores; README, 'Hardware'):\n" + "\n".join(lines)
+            + "\n\nprofiles:\n" + "\n".join(profiles))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="run notebooks 01-06 with papermill and build the report",
-                       description=_REPRODUCE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=reproduce_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="smoke", help="ci | smoke | paper, or a profile YAML path (default: smoke)")
     p.add_argument("--only", default=None, help="comma-separated notebook numbers or names, e.g. 01,03")
     p.add_argument("--out", type=Path, default=None, help="directory for artifacts/ and figures/ (default: project root)")

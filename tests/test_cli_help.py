@@ -40,3 +40,15 @@ def test_reproduce_help_lists_notebooks_and_profiles():
         assert name in text
     for profile in ("ci", "smoke", "paper"):
         assert f"  {profile} " in text
+
+
+def test_reproduce_help_shows_measured_times():
+    from codegrep.pipeline import reproduce_description
+
+    times = {"smoke": {"seconds": {"03_training": 1500, "01_mining": 7}, "total_s": 2640, "machine": "2 idle cores",
+                       "measured_at": "2026-12-01", "git_commit": "0123456789"}}
+    text = reproduce_description(times)
+    row = next(line for line in text.splitlines() if line.strip().startswith("03_training"))
+    assert "25 min" in row and "7 s" in text
+    assert "measured cold: 44 min on 2 idle cores, 2026-12-01, commit 0123456" in text
+    assert "ci      plumbing check" in text and "(not measured)" in text

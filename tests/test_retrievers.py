@@ -193,3 +193,29 @@ def test_fit_from_counts_equals_bm25s_index_on_token_lists():
     fit_counts(ours, [dict(Counter(d)) for d in docs])
     for query in (["parse"], ["config", "fetch"], ["toml", "slug", "http"]):
         np.testing.assert_allclose(ours.get_scores(query), reference.get_scores(query), rtol=1e-6)
+
+
+def test_bm25_index_with_content_cache_equals_a_cold_build(tmp_path, monkeypatch):
+    """Per-file analyses are shared across snapshots by content: a second snapshot that shares files with the
+    first must index exactly as a cold build of it would (files, weights, definitions, scores)."""
+    import numpy as np
+
+    from codegrep.retrievers import lexical
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    for root, files in ((first, FILES), (second, {**FILES, "pkg/util.py": "def slugify(t):\n    return t\n",
+                                                  "pkg/extra.py": "class Extra:\n    pass\n"})):
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+    config = lexical.BM25Config()
+    monkeypatch.setattr(lexical, "_CONTENT", lexical.OrderedDict())
+    lexical.build_index(first, config)
+    warm = lexical.build_index(second, config)
+    assert len(lexical._CONTENT) == len([f for f in FILES if f.endswith(".py")]) + 2
+    monkeypatch.setattr(lexical, "_CONTENT", lexical.OrderedDict())
+    cold = lexical.build_index(second, config)
+    assert warm.files == cold.files and warm.weights == cold.weights and warm.defs == cold.defs
+    for key in ("data", "indices", "indptr"):
+        assert np.array_equal(warm.model.scores[key], cold.model.scores[key])
+    assert warm.vocab == cold.vocab

@@ -127,8 +127,39 @@ def fit_counts(model: "object", docs: list[dict[str, int]]) -> None:
     model.nonoccurrence_array = None
 
 
+CONTENT_CACHE_FILES = 20_000
+"""Per-file analyses (token counts, definitions) kept in memory, keyed by the file's content: the snapshots of one
+repository at many commits (the 75 sympy instances) share most files, so each distinct content is tokenised once
+per process. Bounded (least recently used out); the analysis is a pure function of the bytes, so a hit is exact."""
+
+_CONTENT: "OrderedDict[bytes, tuple[dict[str, int], list[str]]]" = OrderedDict()
+_CONTENT_LOCK = threading.Lock()
+
+
+def analyse_content(data: bytes) -> tuple[dict[str, int], list[str]]:
+    """``(tokenize_counts(data), definitions(data))``, cached by content (a fresh counts dict per call).
+
+    >>> a, _ = analyse_content(b"def parse_expr(s): pass"); a["parse"] += 5
+    >>> analyse_content(b"def parse_expr(s): pass")[0]["parse"], analyse_content(b"def parse_expr(s): pass")[1]
+    (1, ['parse_expr'])
+    """
+    key = hashlib.blake2b(data, digest_size=16).digest()
+    with _CONTENT_LOCK:
+        hit = _CONTENT.get(key)
+        if hit is not None:
+            _CONTENT.move_to_end(key)
+    if hit is None:
+        hit = (tokenize_counts(data), definitions(data))
+        with _CONTENT_LOCK:
+            _CONTENT[key] = hit
+            while len(_CONTENT) > CONTENT_CACHE_FILES:
+                _CONTENT.popitem(last=False)
+    return dict(hit[0]), list(hit[1])
+
+
 def build_index(root: Path, config: BM25Config) -> BM25Index:
-    """Tokenise every file the policy keeps under ``root`` and fit bm25s (no caching here)."""
+    """Tokenise every file the policy keeps under ``root`` and fit bm25s (the index itself is cached by the
+    caller; per-file analyses are shared across snapshots by content, :func:`analyse_content`)."""
     import bm25s
 
     policy = policy_from(config)
@@ -139,13 +170,12 @@ def build_index(root: Path, config: BM25Config) -> BM25Index:
         data = read_bytes(root, rel)
         if data is None:
             continue
-        counts = tokenize_counts(data)
+        counts, names = analyse_content(data)
         for tok in tokenize(rel):
             counts[tok] = counts.get(tok, 0) + config.path_weight
         files.append(rel)
         docs.append(counts)
         weights.append(policy.weight(rel, data[:2048]))
-        names = definitions(data)
         if names:
             defs[rel] = names
     model = bm25s.BM25(k1=config.k1, b=config.b, method="lucene")

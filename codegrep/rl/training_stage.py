@@ -400,7 +400,8 @@ def evaluation_figure(evaluation: pd.DataFrame) -> Any:
     a.bar(x[agent], ev["p_at_1"][agent], color="C0", label="agent (SmolLM2 policy along training)")
     a.bar(x[~agent], ev["p_at_1"][~agent], color="0.65", label="baseline retriever")
     a.errorbar(x, ev["p_at_1"], yerr=err, fmt="none", ecolor="0.2", capsize=3, label=plots.interval_label("bootstrap"))
-    a.set_xticks(x, order, rotation=20)
+    labels = [p if int(ev.loc[p, "n"]) == n else f"{p}\n(n = {int(ev.loc[p, 'n'])})" for p in order]
+    a.set_xticks(x, labels, rotation=20)  # a policy evaluated on a seeded subset says so under its bar
     a.set_ylabel("P@1 (a gold file ranked first)")
     a.set_ylim(0, 1)
     a.legend()
@@ -412,7 +413,7 @@ def evaluation_figure(evaluation: pd.DataFrame) -> Any:
     b.errorbar(diffs["p_at_1_diff"], y, xerr=derr, fmt="o", capsize=3, label="paired " +
                plots.interval_label("bootstrap"))
     b.axvline(0, color="0.4", lw=1, ls="--", label=f"= {REFERENCE}")
-    b.set_yticks(y, list(diffs.index))
+    b.set_yticks(y, [p if int(diffs.loc[p, "n"]) == n else f"{p} (n = {int(diffs.loc[p, 'n'])})" for p in diffs.index])
     b.set_xlabel(f"P@1 minus {REFERENCE} P@1 (same instances)")
     b.legend()
     plots.title(b, f"paired difference to {REFERENCE}", "SWE-bench Verified (real)", n)
