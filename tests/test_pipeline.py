@@ -1,6 +1,7 @@
 """The notebook pipeline: selection, cache, failure messages, and the committed notebooks' shape."""
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -93,10 +94,14 @@ def test_committed_notebook_has_no_outputs_and_one_parameters_cell(name):
     assert len(tagged) == 1, f"{name}: expected exactly one cell tagged 'parameters'"
     names = [line.split("=")[0].strip() for line in tagged[0].source.splitlines() if "=" in line]
     assert tuple(names[:3]) == COMMON_PARAMS, f"{name}: parameters must start with {COMMON_PARAMS}"
-    for cell in code:  # a save call as a cell's last line would echo its PosixPath into the executed notebook
-        last = [line for line in cell.source.splitlines() if line.strip()][-1:]
-        assert not (last and last[0].startswith("out.") and not last[0].rstrip().endswith(";")), \
-            f"{name}: end '{last[0][:40]}...' with ';' (no raw path echo)"
+    for cell in code:  # a save call as a cell's last statement would echo its PosixPath into the executed notebook
+        body = ast.parse(cell.source).body
+        last = body[-1] if body else None
+        saves = (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+                 and isinstance(last.value.func, ast.Attribute) and isinstance(last.value.func.value, ast.Name)
+                 and last.value.func.value.id == "out")
+        assert not saves or cell.source.rstrip().endswith(";"), \
+            f"{name}: end the cell's last call 'out.{last.value.func.attr}(...)' with ';' (no raw path echo)"
     for cell in code:  # logic lives in codegrep/, notebooks only call it and plot
         assert not any(line.startswith(("def ", "class ")) for line in cell.source.splitlines()), name
         for line in cell.source.splitlines():
