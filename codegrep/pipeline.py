@@ -278,12 +278,13 @@ def reproduce_description(times: dict[str, Any] | None = None) -> str:
     profiles = []
     for name, what in PROFILE_GUIDE.items():
         t = times.get(name)
-        note = (f" (measured cold: {_minutes(t.get('total_s'))} on {t.get('machine', '?')}, {t.get('measured_at', '?')}, "
+        how = "measured cold" if t and t.get("cold", True) else "measured with a warm cache"
+        note = (f" ({how}: {_minutes(t.get('total_s'))} on {t.get('machine', '?')}, {t.get('measured_at', '?')}, "
                 f"commit {str(t.get('git_commit', '?'))[:7]})" if t else " (not measured)")
         profiles.append(f"  {name:<8}{what}{note}")
     return ("Run the six notebooks in order with papermill (headless; executed copies in <out>/artifacts/notebooks), "
             "skip those unchanged since their last successful run, then write run.json and report.md/report.html.\n\n"
-            "notebooks (measured cold wall time per profile, 2 CPU cores; README, 'Hardware'):\n" + "\n".join(lines)
+            "notebooks (measured wall time per profile, 2 CPU cores; README, 'Hardware'):\n" + "\n".join(lines)
             + "\n\nprofiles:\n" + "\n".join(profiles))
 
 
