@@ -281,10 +281,21 @@ def filter_tasks(tasks: Sequence[Task], *, repos: Sequence[str] | None = None,
         out = [t for t in out if t.instance_id in wanted]
     if split:
         out = [t for t in out if task_split(t) in (None, split)]
-    if limit is not None and len(out) > limit:
-        keep = sorted(random.Random(seed).sample(range(len(out)), limit))
-        out = [out[i] for i in keep]
-    return out
+    return seeded_sample(out, limit, seed)
+
+
+def seeded_sample(items: Sequence[Any], n: int | None, seed: int = 0) -> list[Any]:
+    """A seeded sample of ``n`` of ``items`` in their original order; all of them when ``n`` is None or not smaller.
+    The one sampling rule for task limits, evaluation subsets and the ablation's screen.
+
+    >>> seeded_sample(list("abcdef"), 3, seed=0), seeded_sample(list("ab"), None)
+    (['a', 'd', 'f'], ['a', 'b'])
+    """
+    items = list(items)
+    if n is None or len(items) <= n:
+        return items
+    keep = sorted(random.Random(seed).sample(range(len(items)), n))
+    return [items[i] for i in keep]
 
 
 def load_tasks(source: str | os.PathLike, *, repos: Sequence[str] | None = None,

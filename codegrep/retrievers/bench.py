@@ -97,7 +97,7 @@ def bench_bm25(root: Path, n_queries: int) -> dict[str, Any]:
     files = list_files(root)
     _timed(lambda: [read_text(root, f) for f in files])  # warm the page cache for both contenders
     identifier_tokens.cache_clear()
-    lexical._CONTENT.clear()  # a cold build: no per-file analysis from an earlier snapshot
+    lexical.clear_content_cache()  # a cold build: no per-file analysis from an earlier snapshot
     index, build_s = _timed(build_index, root, BM25Config())
     identifier_tokens.cache_clear()
     counts, tok_s = _timed(lambda: [file_counts(root, f, BM25Config().path_weight) or {} for f in files])
@@ -188,7 +188,7 @@ def bench_real(tasks_source: str = "verified", limit: int | None = None) -> dict
 
     tasks, resolver = load_task_source(tasks_source, limit=limit)
     config, plain = BM25Config(), PlainBM25Retriever()
-    lexical._CONTENT.clear()  # the first snapshot builds cold; later ones reuse files they share (by content)
+    lexical.clear_content_cache()  # the first snapshot builds cold; later ones reuse files they share (by content)
     rows = []
     pool = WorktreePool()
     for task in sorted(tasks, key=lambda t: (t.repo, t.base_commit)):

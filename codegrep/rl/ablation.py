@@ -111,11 +111,10 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     out.mkdir(parents=True, exist_ok=True)
     trainer = build_trainer(scg, sgrpo, out)
     rows = list(trainer.train_dataset)
-    if cg.ablation_screen_tasks and cg.ablation_screen_tasks < len(rows):  # a seeded subset, in dataset order
-        import random
+    if cg.ablation_screen_tasks:  # a seeded subset, in dataset order
+        from codegrep.data.tasks import seeded_sample
 
-        keep = set(random.Random(sgrpo.seed).sample(range(len(rows)), cg.ablation_screen_tasks))
-        rows = [r for i, r in enumerate(rows) if i in keep]
+        rows = seeded_sample(rows, cg.ablation_screen_tasks, sgrpo.seed)
     records = []
     chunk = 8  # tasks per rollout call: one checkout per task is open at a time within a chunk
     for start in range(0, len(rows), chunk):

@@ -164,18 +164,11 @@ def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | P
 
 
 def curve_subset(tasks: Sequence[Any], n: int | None, seed: int = 0) -> list[Any]:
-    """The tasks the untrained and warm-start policies are evaluated on: a seeded ``n`` of ``tasks`` (in their
-    order), or all of them when ``n`` is None or not smaller (``curve_eval_tasks``, a budget knob).
+    """The tasks the untrained and warm-start policies are evaluated on (``curve_eval_tasks``, a budget knob):
+    a seeded ``n`` of ``tasks`` in their order, or all of them (``codegrep.data.tasks.seeded_sample``)."""
+    from codegrep.data.tasks import seeded_sample
 
-    >>> [t for t in curve_subset(list("abcdef"), 3, seed=0)], curve_subset(list("ab"), None)
-    (['a', 'd', 'f'], ['a', 'b'])
-    """
-    import random
-
-    if not n or n >= len(tasks):
-        return list(tasks)
-    keep = set(random.Random(seed).sample(range(len(tasks)), n))
-    return [t for i, t in enumerate(tasks) if i in keep]
+    return seeded_sample(tasks, n or None, seed)
 
 
 def _column(name: str) -> str:
