@@ -241,8 +241,9 @@ PROFILE_GUIDE = {
 """One line per profile, shown by ``codegrep reproduce --help`` with its measured time (:func:`measured_times`)."""
 
 MEASURED_TIMES = Path("docs") / "results" / "reproduce_times.json"
-"""Measured cold wall times per profile and notebook (``{profile: {"seconds": {notebook: s}, "total_s", "measured_at",
-"git_commit", "machine"}}``), written from a run's ``run.json``; ``reproduce --help`` shows them."""
+"""Measured wall times per profile and notebook (``{profile: {"seconds": {notebook: s}, "total_s", "measured_at",
+"git_commit", "machine", "cold"}}``; ``cold`` false = taken with a warm cache), written from a run's ``run.json``;
+``reproduce --help`` shows them, saying which were cold."""
 
 
 def measured_times(root: Path | None = None) -> dict[str, Any]:

@@ -111,10 +111,9 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     out.mkdir(parents=True, exist_ok=True)
     trainer = build_trainer(scg, sgrpo, out)
     rows = list(trainer.train_dataset)
-    if cg.ablation_screen_tasks:  # a seeded subset, in dataset order
-        from codegrep.data.tasks import seeded_sample
+    from codegrep.data.tasks import seeded_sample
 
-        rows = seeded_sample(rows, cg.ablation_screen_tasks, sgrpo.seed)
+    rows = seeded_sample(rows, cg.ablation_screen_tasks, sgrpo.seed)  # a seeded subset in dataset order (None: all)
     records = []
     chunk = 8  # tasks per rollout call: one checkout per task is open at a time within a chunk
     for start in range(0, len(rows), chunk):

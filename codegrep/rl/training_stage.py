@@ -151,7 +151,11 @@ def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | P
         initial = project_root() / initial
     models = {"untrained": str(resolve_model(config["codegrep"]["model"])), "warm start": str(initial),
               "GRPO": str((run_dir / "final").resolve())}
-    curve_tasks = curve_subset(tasks, config["codegrep"].get("curve_eval_tasks"), int(config["grpo"].get("seed", 0)))
+    from codegrep.data.tasks import seeded_sample
+
+    # untrained and warm start on a seeded subset (curve_eval_tasks, a budget knob); GRPO on every task
+    curve_tasks = seeded_sample(tasks, config["codegrep"].get("curve_eval_tasks") or None,
+                                int(config["grpo"].get("seed", 0)))
     results: dict[str, list[dict[str, Any]]] = {}
     for label, model in models.items():
         out = _eval_dir(artifacts, run_dir.name) / f"{label.replace(' ', '_')}.jsonl"
@@ -161,14 +165,6 @@ def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | P
         rows, _ = profile_evaluation(cfg, name, "eval", out=artifacts, limit=limit)
         results[name] = [r for r in rows.to_dict("records") if r["instance_id"] in wanted]
     return results
-
-
-def curve_subset(tasks: Sequence[Any], n: int | None, seed: int = 0) -> list[Any]:
-    """The tasks the untrained and warm-start policies are evaluated on (``curve_eval_tasks``, a budget knob):
-    a seeded ``n`` of ``tasks`` in their order, or all of them (``codegrep.data.tasks.seeded_sample``)."""
-    from codegrep.data.tasks import seeded_sample
-
-    return seeded_sample(tasks, n or None, seed)
 
 
 def _column(name: str) -> str:
