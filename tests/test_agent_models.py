@@ -76,3 +76,37 @@ def test_hf_policy_drives_a_real_episode(policy, tmp_path):
     assert 1 <= ep.rounds <= 2 and ep.error is None
     assert ep.turns[0].completion_tokens > 0 and ep.turns[0].model_s > 0
     assert json.loads((tmp_path / "e.json").read_text())["policy"]["device"] == "cpu"
+
+
+def test_prefix_cache_reuses_earlier_turns_and_changes_no_token(smollm2_dir, policy):
+    """Two turns of three episodes: the cached path prefills each history token once and generates exactly
+    what the plain left-padded batch generates; a weight update empties the cache."""
+    import torch
+
+    from codegrep.agent.policies import HFPolicy
+
+    plain = HFPolicy(policy.model, policy.tokenizer, max_new_tokens=16, device="cpu", batch_size=4,
+                     prefix_cache_mb=0)
+    cached = HFPolicy(policy.model, policy.tokenizer, max_new_tokens=16, device="cpu", batch_size=2)
+    assert plain.prefix_cache is None and cached.prefix_cache is not None
+    issues = ["bug in foo", "The parser in config.py raises TypeError when the value is None " * 2, "x"]
+    runs = {}
+    for name, pol in (("plain", plain), ("cached", cached)):
+        histories, outs = [build_messages(t, AgentConfig()) for t in issues], []
+        for _ in range(2):
+            out = pol.generate(histories)
+            outs.append((out, [u["prompt_tokens"] for u in pol.last_usage]))
+            for h, o in zip(histories, out):
+                h += [{"role": "assistant", "content": o}, {"role": "user", "content": "a.py:1: x = 1"}]
+        runs[name] = outs
+    assert runs["cached"] == runs["plain"]  # same text, same prompt token counts
+    stats = cached.prefix_cache.stats
+    second_turn_prompts = sum(runs["plain"][1][1])
+    assert stats["reused_tokens"] > second_turn_prompts / 2  # later turns came mostly from the cache
+    assert cached.describe()["prefix_cache_mb"] > 0
+    with torch.no_grad():  # an optimiser step changes weights in place: stale states must not be reused
+        p = next(policy.model.parameters())
+        p.add_(0.0)
+    before = stats["reused_tokens"]
+    cached.generate([build_messages("bug in foo", AgentConfig())])
+    assert cached.prefix_cache.stats["reused_tokens"] == before

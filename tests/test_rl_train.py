@@ -47,6 +47,7 @@ def test_cli_train_writes_metrics_config_and_exports(two_step_run):
         assert not missing, missing
         assert row["advantage_gap"] < 1e-5  # TRL's advantages + our efficiency term == the documented maths
         assert row["rounds"] >= 1 and row["kl"] >= 0
+        assert 0 < row["prefix_reuse_share"] < 1  # rollouts reuse key/value states (shared system prompt, turns)
     assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # policy == reference before any update
     config = json.loads((two_step_run / "config.json").read_text())
     assert config["codegrep"]["efficiency_layer"] == "advantage" and config["grpo"]["beta"] == 0.0

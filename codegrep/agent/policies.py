@@ -35,7 +35,8 @@ class HFPolicy:
 
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, max_new_tokens: int = 256,
                  temperature: float = 0.0, top_p: float = 1.0, device: str = "auto", batch_size: int = 8,
-                 stop_strings: Sequence[str] = (), cpu_threads: int | None = None) -> None:
+                 stop_strings: Sequence[str] = (), cpu_threads: int | None = None,
+                 prefix_cache_mb: int = 4096) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -56,13 +57,18 @@ class HFPolicy:
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.batch_size, self.stop_strings = max(1, batch_size), list(stop_strings)
         self.last_usage: list[dict[str, int]] = []
+        from codegrep.agent.prefix_cache import PrefixCache, supports_prefix_cache
+
+        self.prefix_cache = PrefixCache(int(prefix_cache_mb) << 20) \
+            if prefix_cache_mb and supports_prefix_cache(self.model) else None
 
     def describe(self) -> dict[str, Any]:
         import torch
 
         return {"kind": "hf", "model": str(self.model_name), "device": self.device,
                 "max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads()}
+                "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads(),
+                "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0}
 
     def generate(self, batch: Sequence[Messages]) -> list[str]:
         out, self.last_usage = [], []
@@ -74,23 +80,37 @@ class HFPolicy:
         import torch
 
         prompts = [self.tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in chunk]
-        side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"  # decoder-only: pad on the left
-        try:
-            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        finally:
-            self.tokenizer.padding_side = side  # the tokenizer may be shared with a trainer
-        enc = enc.to(self.device)
         sampling = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p} \
             if self.temperature > 0 else {"do_sample": False}
         extra = {"stop_strings": self.stop_strings, "tokenizer": self.tokenizer} if self.stop_strings else {}
-        with torch.inference_mode():
-            ids = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, **sampling, **extra,
-                                      pad_token_id=self.tokenizer.pad_token_id)
-        new = ids[:, enc["input_ids"].shape[1]:]
-        for row, mask in zip(new, enc["attention_mask"]):
-            n_out = int((row != self.tokenizer.pad_token_id).sum())
-            self.last_usage.append({"prompt_tokens": int(mask.sum()), "completion_tokens": n_out})
+        kwargs = {"max_new_tokens": self.max_new_tokens, **sampling, **extra, "pad_token_id": self.pad_id}
+        if self.prefix_cache is not None:  # each history token prefilled once, across turns (prefix_cache.py)
+            from codegrep.agent.prefix_cache import generate_with_prefix_cache
+
+            rows = [torch.tensor(self.tokenizer(p, add_special_tokens=False)["input_ids"], dtype=torch.long)
+                    for p in prompts]
+            ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id, **kwargs)
+            lengths = [len(r) for r in rows]
+        else:
+            side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"  # decoder-only: pad on the left
+            try:
+                enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+            finally:
+                self.tokenizer.padding_side = side  # the tokenizer may be shared with a trainer
+            enc = enc.to(self.device)
+            with torch.inference_mode():
+                ids = self.model.generate(**enc, **kwargs)
+            width, lengths = enc["input_ids"].shape[1], [int(m.sum()) for m in enc["attention_mask"]]
+        new = ids[:, width:]
+        for row, n_prompt in zip(new, lengths):
+            n_out = int((row != self.pad_id).sum())
+            self.last_usage.append({"prompt_tokens": n_prompt, "completion_tokens": n_out})
         return self.tokenizer.batch_decode(new, skip_special_tokens=True)
+
+    @property
+    def pad_id(self) -> int:
+        tok = self.tokenizer
+        return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
 
 class OpenAIPolicy:
@@ -208,7 +228,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
 
     Keys: ``policy`` (hf | openai | scripted; a set ``endpoint`` means openai), ``model``,
     ``endpoint``, ``api_key_env``, ``max_new_tokens``, ``temperature``, ``top_p``, ``device``, ``batch_size``,
-    ``cpu_threads``,
+    ``cpu_threads``, ``prefix_cache_mb``,
     ``outputs`` (scripted).
 
     >>> make_policy({"policy": "scripted", "outputs": ["x"]}).describe()
@@ -233,4 +253,6 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
         model = None if str(model).lower() in SMOLLM2_ALIASES else model  # a local-only name: ask the server
         return OpenAIPolicy(spec["endpoint"], model=model, api_key=key, **sampling)
     return HFPolicy(spec.get("model") or "smollm2", device=spec.get("device") or "auto",
-                    batch_size=int(spec.get("batch_size") or 8), cpu_threads=spec.get("cpu_threads"), **sampling)
+                    batch_size=int(spec.get("batch_size") or 8), cpu_threads=spec.get("cpu_threads"),
+                    prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None else 4096,
+                    **sampling)

@@ -85,6 +85,8 @@ class PolicyConfig:
     """Histories per generate call (hf)."""
     cpu_threads: int | None = None
     """torch CPU threads (None = torch default)."""
+    prefix_cache_mb: int | None = 4096
+    """hf: memory for reusing earlier turns' key/value states, so each history token is prefilled once (0 = off)."""
     max_new_tokens: int | None = None
     """Generated tokens per turn (None = the policy's default)."""
     temperature: float | None = None

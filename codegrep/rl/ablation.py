@@ -413,7 +413,7 @@ def time_breakdown(df: pd.DataFrame) -> dict[str, float]:
     out: dict[str, float] = {"steps": int(len(df)), "seconds_per_step": step_total / max(len(df), 1)}
     for c, v in tot.items():
         out["share_" + c[len("time_"):-2]] = v / step_total if step_total else float("nan")
-    for c in ("generation_tokens_per_s", "loss_tokens_per_s"):
+    for c in ("generation_tokens_per_s", "loss_tokens_per_s", "prefix_reuse_share"):
         if c in df:
             out[c] = float(df[c].median())
     return out

@@ -1,9 +1,11 @@
 """GRPO on TRL for the retrieval agent: the run's own arguments and a thin ``GRPOTrainer`` subclass.
 
-The subclass overrides one method, ``_generate_and_score_completions``, to (1) hand the batch's rows
+The subclass overrides ``_generate_and_score_completions``, to (1) hand the batch's rows
 to the multi-turn rollout (``codegrep.rl.rollout``), (2) add the advantage-layer efficiency term
-after TRL's group normalisation, (3) log the episode numbers and the KL probe. Everything else
-(generation backends incl. vLLM, loss, clipping, DeepSpeed, checkpoints) is TRL's.
+after TRL's group normalisation, (3) log the episode numbers and the KL probe. On the plain transformers
+backend (one process, no vLLM) it also routes ``_generate_single_turn`` through the prefix cache
+(``codegrep.agent.prefix_cache``), so a rollout's later turns prefill only the new observation; outputs are
+the same tokens. Everything else (vLLM, loss, clipping, DeepSpeed, checkpoints) is TRL's.
 """
 from __future__ import annotations
 
@@ -78,6 +80,8 @@ class CodeGrepArgs:
     warm_start_dir: str | None = field(default=None, metadata={
         "help": "Cache of warm-started models (default OUT/_warm_start); shared by every arm and seed."})
     sft_max_demos: int | None = field(default=None, metadata={"help": "Use at most this many demonstrations."})
+    prefix_cache_mb: int = field(default=4096, metadata={"help": "Rollouts on the plain transformers backend: "
+                                 "memory for reusing earlier turns' key/value states (0 = TRL's generate)."})
     kl_probe: bool = field(default=True, metadata={"help": "Log KL to the initial policy every step (also beta=0)."})
     kl_probe_set: str | None = field(default=None, metadata={
         "help": "JSONL of fixed probe sequences (prompt_ids, completion_ids, env_mask): log the exact "
@@ -165,6 +169,36 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         if self.rollout_func is not None:  # time generation (the whole multi-turn rollout) on its own
             self.rollout_func = _timed(self.rollout_func, self, "generation")
         self._timing: dict[str, float] = {}
+        self._prefix_cache = self._make_prefix_cache()
+
+    def _make_prefix_cache(self) -> Any:
+        """A prefix cache for the plain transformers backend; None where TRL's own path must run."""
+        from codegrep.agent.prefix_cache import PrefixCache, supports_prefix_cache
+
+        plain = not self.use_vllm and self.accelerator.num_processes == 1 and not self.is_deepspeed_enabled \
+            and not self.is_fsdp_enabled and not getattr(self, "_is_vlm", False)
+        if not plain or not self.cg.prefix_cache_mb or not supports_prefix_cache(self.model):
+            return None
+        return PrefixCache(int(self.cg.prefix_cache_mb) << 20)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if self._prefix_cache is None or images is not None or multimodal_fields:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        from codegrep.agent.prefix_cache import generate_with_prefix_cache
+
+        tok = self.processing_class
+        pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos_token_ids[0]
+        rows = [torch.tensor(p, dtype=torch.long) for p in prompt_ids]
+        with torch.no_grad():
+            out, width = generate_with_prefix_cache(self.accelerator.unwrap_model(self.model), rows,
+                                                    self._prefix_cache, pad, generation_config=self.generation_config)
+        eos = set(self.eos_token_ids)
+        completions = []
+        for row in out[:, width:].tolist():  # everything after the first EOS is dropped, as in TRL
+            cut = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
+            completions.append(row[:cut])
+        return completions, None
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self.current_rows = inputs  # the rollout reads instance ids from here (rollout_func only sees prompts)
@@ -271,6 +305,7 @@ METRIC_NAMES = {
     "time/optimizer_s": "time_optimizer_s", "time/probe_s": "time_probe_s",
     "throughput/generation_tokens_per_s": "generation_tokens_per_s",
     "throughput/loss_tokens_per_s": "loss_tokens_per_s",
+    "throughput/prefix_reuse_share": "prefix_reuse_share",
 }
 
 
@@ -328,6 +363,10 @@ class StepTimerCallback(TrainerCallback):
             m["throughput/generation_tokens_per_s"].append(t.get("generated_tokens", 0.0) / gen)
         if t.get("loss", 0.0) > 0:
             m["throughput/loss_tokens_per_s"].append(t.get("loss_tokens", 0.0) / t["loss"])
+        cache = self.trainer._prefix_cache
+        if cache is not None and cache.stats["prompt_tokens"]:  # share of rollout prompt tokens not prefilled again
+            m["throughput/prefix_reuse_share"].append(cache.stats["reused_tokens"] / cache.stats["prompt_tokens"])
+            cache.stats = {"prompt_tokens": 0, "reused_tokens": 0}
         self.trainer._timing = {}
 
 
