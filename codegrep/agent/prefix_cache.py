@@ -154,6 +154,8 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
     if cache is None:
         return out, width
     fed = out.shape[1] - 1  # the last generated token was never fed, so it has no state
+    if cache.get_seq_length() != fed:  # generate did not extend this cache object: store nothing
+        return out, width
     for i, r in enumerate(rows):
         start = width - len(r)
         kv = [(layer.keys[i:i + 1, :, start:fed].clone(), layer.values[i:i + 1, :, start:fed].clone())

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
+from trl.models import unwrap_model_for_generation
 
 from codegrep.rl.advantages import (LAYERS, POST_NORM_LAYERS, advantage_parts, efficiency_advantage,
                                      gated_efficiency_advantage, tied_groups)
@@ -190,9 +191,13 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         tok = self.processing_class
         pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos_token_ids[0]
         rows = [torch.tensor(p, dtype=torch.long) for p in prompt_ids]
-        with torch.no_grad():
-            out, width = generate_with_prefix_cache(self.accelerator.unwrap_model(self.model), rows,
-                                                    self._prefix_cache, pad, generation_config=self.generation_config)
+        with unwrap_model_for_generation(self.model_wrapped, self.accelerator,  # as TRL's own transformers path
+                                         gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                                         generation_kwargs=self.generation_kwargs,
+                                         gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) \
+                as model, torch.no_grad():
+            out, width = generate_with_prefix_cache(model, rows, self._prefix_cache, pad,
+                                                    generation_config=self.generation_config)
         eos = set(self.eos_token_ids)
         completions = []
         for row in out[:, width:].tolist():  # everything after the first EOS is dropped, as in TRL
