@@ -288,4 +288,24 @@ def test_ablation_designs_are_paired_and_sized_as_documented():
         assert len(data["ablation_seeds"]) >= min_seeds, name
         assert {"reward", "advantage"} <= set(data["ablation_layers"]) <= set(LAYERS), name
         if name != "ci":  # ci mirrors the main run (2 turns, 1 prompt) so that run is reused, not retrained
-            assert data["ablation_max_turns"] >= 3 and data["ablation_prompts_per_step"] >= 2, name
+            assert data["ablation_prompts_per_step"] >= 2, name  # batches can mix tied and varied groups
+            assert data["ablation_max_turns"] >= (2 if name == "smoke" else 3), name  # rounds can vary
+
+
+def test_ablation_arms_start_from_the_main_runs_warm_start():
+    """When the ablation's episodes are shorter than the main run's (smoke: 2 turns vs 3), the arms' and the
+    screen's demonstrations are still written for the main run's episodes: one warm start per profile."""
+    from codegrep.config import load_profile
+    from codegrep.rl import ablation as ab
+    from codegrep.rl.run import demonstration_agent, episode_config, parse_train_args
+
+    cfg = load_profile("smoke")
+    main_cg, main_grpo = parse_train_args("smoke")
+    main_agent, _ = episode_config(cfg, main_cg)
+    over = ab.design_overrides(main_cg, main_grpo, ab._main_turns(cfg, main_cg))
+    arm_cg, _ = parse_train_args("smoke", over)
+    arm_agent, _ = episode_config(cfg, arm_cg)
+    assert arm_agent.max_turns == main_cg.ablation_max_turns != main_agent.max_turns
+    assert demonstration_agent(arm_agent, arm_cg) == main_agent == demonstration_agent(main_agent, main_cg)
+    same_turns = ab.design_overrides(main_cg, main_grpo, main_cg.ablation_max_turns)
+    assert "demo_max_turns" not in same_turns  # nothing to keep apart: the arm's own episodes are the main run's

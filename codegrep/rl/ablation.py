@@ -42,6 +42,14 @@ MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the 
     "train_tasks", "train_task_ids", "profile", "report_to"}
 
 
+def _main_turns(cfg: dict[str, Any], cg: Any) -> int:
+    """The main run's max_turns on profile ``cfg``: the train YAML's training-only override, else the profile's
+    agent section."""
+    from codegrep.rl.run import episode_config
+
+    return episode_config(cfg, cg)[0].max_turns
+
+
 def _runs_dir(artifacts: str | Path | None, cg: Any) -> Path:
     return Path(artifacts) / "train" if artifacts is not None else Path(cg.out)
 
@@ -58,11 +66,15 @@ def _settings(cg: Any, grpo: Any) -> dict[str, Any]:
                                                                                                "push_to_hub"))}
 
 
-def design_overrides(cg: Any, grpo: Any) -> dict[str, Any]:
-    """The ablation's departures from the train YAML: turns, prompts per step, steps."""
+def design_overrides(cg: Any, grpo: Any, main_turns: int | None = None) -> dict[str, Any]:
+    """The ablation's departures from the train YAML: turns, prompts per step, steps. ``main_turns`` (the main
+    run's max_turns) keeps the demonstrations on the main run's episodes when the ablation's turns differ, so
+    every arm starts from the main run's warm start (one SFT per profile)."""
     over: dict[str, Any] = {"max_steps": cg.ablation_max_steps}
     if cg.ablation_max_turns:
         over["max_turns"] = cg.ablation_max_turns
+        if main_turns is not None and main_turns != cg.ablation_max_turns:
+            over["demo_max_turns"] = main_turns
     group = cg.ablation_num_generations or grpo.num_generations
     if cg.ablation_num_generations:
         over["num_generations"] = group
@@ -94,7 +106,7 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     config = _train_config(cfg, train_config)
     cg, grpo = parse_train_args(config)
     root = _runs_dir(artifacts, cg)
-    over = design_overrides(cg, grpo)
+    over = design_overrides(cg, grpo, _main_turns(cfg, cg))
     k = max(int(cg.ablation_screen_samples), 2)
     screen_over = {**over, "profile": cfg["_source"], "efficiency_layer": "none", "kl_probe": False,
                    "num_generations": k, "per_device_train_batch_size": k, "max_steps": 1,
@@ -243,11 +255,11 @@ def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train
     root = _runs_dir(artifacts, cg)
     runs = root / "ablation"
     screen = screen_pool(cfg, artifacts, config)
-    frames = []
+    frames, design = [], design_overrides(cg, grpo, _main_turns(cfg, cg))
     for seed in cg.ablation_seeds:
         for layer, lam in arms(cg):
             name = arm_name(cg.profile, layer, lam, seed)
-            over = {**design_overrides(cg, grpo), "profile": cfg["_source"], "efficiency_layer": layer,
+            over = {**design, "profile": cfg["_source"], "efficiency_layer": layer,
                     "efficiency_lambda": lam if lam is not None else cg.efficiency_lambda, "seed": seed,
                     "name": name, "out": str(runs), "warm_start_dir": str(root / "_warm_start"),
                     "train_task_ids": screen["pool"], "kl_probe_set": screen["probe_set"],

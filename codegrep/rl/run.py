@@ -180,8 +180,10 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
     agent, episode = episode_config(cfg, cg)
     evaluation_ids = evaluation_ids_of(cfg)
-    model_path, demos = initial_policy(cg, grpo, cfg, split_tasks, resolver, pool, agent, env_sec, tools,
+    demo_agent = demonstration_agent(agent, cg)
+    model_path, demos = initial_policy(cg, grpo, cfg, split_tasks, resolver, pool, demo_agent, env_sec, tools,
                                        exclude=evaluation_ids)
+    episode["demonstrations_max_turns"] = demo_agent.max_turns
     write_manifest(run_dir, demos, [t.instance_id for t in tasks], evaluation_ids)
     grpo.output_dir = str(run_dir / "checkpoints")
     grpo.reward_weights = reward_weights(cg.efficiency_layer, cg.format_weight, cg.efficiency_lambda)
@@ -228,6 +230,14 @@ def episode_config(cfg: dict[str, Any], cg: Any) -> tuple[Any, dict[str, Any]]:
     overrides = {k: getattr(cg, k) for k in EPISODE_KEYS if getattr(cg, k, None) is not None}
     used = dataclasses.replace(base, **overrides)
     return used, {"profile": base.to_dict(), "training_overrides": overrides, "used": used.to_dict()}
+
+
+def demonstration_agent(agent: Any, cg: Any) -> Any:
+    """The episode limits the warm start's demonstrations are written for: the run's, with ``demo_max_turns``
+    (set by the ablation to the main run's turns) replacing ``max_turns``, so the warm start is keyed the same."""
+    import dataclasses
+
+    return dataclasses.replace(agent, max_turns=cg.demo_max_turns) if cg.demo_max_turns else agent
 
 
 def evaluation_ids_of(cfg: dict[str, Any]) -> set[str]:

@@ -81,6 +81,10 @@ class CodeGrepArgs:
     warm_start_dir: str | None = field(default=None, metadata={
         "help": "Cache of warm-started models (default OUT/_warm_start); shared by every arm and seed."})
     sft_max_demos: int | None = field(default=None, metadata={"help": "Use at most this many demonstrations."})
+    demo_max_turns: int | None = field(default=None, metadata={
+        "help": "max_turns of the warm start's demonstration episodes (default: the run's max_turns). The ablation "
+                "sets the main run's value when ablation_max_turns differs, so its screen and arms start from "
+                "notebook 03's warm start instead of training another."})
     prefix_cache_mb: int = field(default=4096, metadata={"help": "Rollouts on the plain transformers backend: "
                                  "memory for reusing earlier turns' key/value states (0 = TRL's generate)."})
     kl_probe: bool = field(default=True, metadata={"help": "Log KL to the initial policy every step (also beta=0)."})
