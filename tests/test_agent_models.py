@@ -110,3 +110,15 @@ def test_prefix_cache_reuses_earlier_turns_and_changes_no_token(smollm2_dir, pol
     before = stats["reused_tokens"]
     cached.generate([build_messages("bug in foo", AgentConfig())])
     assert cached.prefix_cache.stats["reused_tokens"] == before
+    # an update that leaves the version counters alone (the fused AdamW kernel, writes through .data) also empties it
+    cached.generate([build_messages("bug in foo", AgentConfig())])
+    assert cached.prefix_cache.entries
+    p = list(policy.model.parameters())[-1]
+    saved, version = p.detach().clone(), p._version
+    p.data.add_(1e-3)
+    try:
+        assert p._version == version
+        cached.prefix_cache.check_weights(policy.model)
+        assert not cached.prefix_cache.entries
+    finally:
+        p.data.copy_(saved)

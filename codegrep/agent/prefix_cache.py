@@ -74,9 +74,18 @@ class PrefixCache:
         self.entries.clear()
 
     def check_weights(self, model: Any) -> None:
-        """Empties the cache when the model's weights changed in place since the last call (a trainer step)."""
+        """Empties the cache when the model's weights changed since the last call (a trainer step).
+
+        Version counters alone miss updates that bypass autograd's bookkeeping (the fused AdamW kernel, writes
+        through ``.data``), so the stamp also holds a checksum of every parameter: one reduction per call.
+        """
+        import torch
+
         params = list(model.parameters())
-        stamp = (id(model), len(params), params[0]._version, params[-1]._version, params[len(params) // 2]._version)
+        with torch.no_grad():
+            checksum = float(torch.stack([p.detach().sum(dtype=torch.float64) * (i + 1)
+                                          for i, p in enumerate(params)]).sum()) if params else 0.0
+        stamp = (id(model), len(params), tuple(p._version for p in params), checksum)
         if stamp != getattr(self, "_stamp", None):
             self.clear()
             self._stamp = stamp

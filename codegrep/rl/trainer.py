@@ -192,6 +192,9 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
                                                  has_tool_images)
         from codegrep.agent.prefix_cache import generate_with_prefix_cache
 
+        if self.state.global_step != getattr(self, "_prefix_cache_step", None):  # weights changed: states are stale
+            self._prefix_cache.clear()
+            self._prefix_cache_step = self.state.global_step
         tok = self.processing_class
         pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos_token_ids[0]
         rows = [torch.tensor(p, dtype=torch.long) for p in prompt_ids]
