@@ -19,11 +19,15 @@ validated at the edge -- also a bug, to be fixed by validating there (the helper
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import linecache
 import math
 import os
 import re
+import threading
 from pathlib import Path
+from typing import IO, Any, Iterator
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -183,3 +187,120 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
     return value
+
+
+# --------------------------------------------------------------------- outputs: atomic, never over an input
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (same resolved path, or the same inode through a link)."""
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_overwriting_inputs(outputs: dict[str, "str | os.PathLike | None"],
+                              inputs: dict[str, "str | os.PathLike | None"]) -> None:
+    """Refuse, before anything is opened, an output that is one of the inputs or another output.
+
+    Keys are what the user typed (``--out``, ``--tasks``, ``input 2``); values are paths (None: not given).
+
+    >>> refuse_overwriting_inputs({"--out": "a.jsonl"}, {"--tasks": "a.jsonl"})
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: --out a.jsonl: is also an input (--tasks); refusing to overwrite an input (give another --out)
+    >>> refuse_overwriting_inputs({"--out": "r.jsonl", "--demonstrations": "r.jsonl"}, {})
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: --demonstrations r.jsonl: is the same file as --out; give two different paths
+    """
+    outs = [(k, Path(v)) for k, v in outputs.items() if v is not None]
+    for i, (flag, out) in enumerate(outs):
+        for flag2, out2 in outs[:i]:
+            if _same(out, out2):
+                raise UserError(f"{flag} {out}: is the same file as {flag2}; give two different paths")
+        for name, src in inputs.items():
+            if src is not None and _same(out, Path(src)):
+                raise UserError(f"{flag} {out}: is also an input ({name}); refusing to overwrite an input "
+                                f"(give another {flag})")
+
+
+def _write_error(path: Path, exc: OSError) -> UserError:
+    return UserError(f"{path}: cannot write ({exc.strerror or exc}); nothing was replaced: the previous {path.name} "
+                     "(if any) is as it was")
+
+
+@contextlib.contextmanager
+def atomic_write(path: "str | os.PathLike", mode: str = "wb", **open_kwargs: Any) -> Iterator[IO]:
+    """Write ``path`` through a temporary sibling renamed into place on success: a reader (or a killed or
+    failed run) sees the previous file whole or the new one whole, never half of one.
+
+    The one helper every output of the package goes through. A failure to write (no space, file too large,
+    permission) is a :class:`UserError` naming ``path``; on any failure the temporary file is removed.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "x.txt"
+    >>> with atomic_write(p, "w") as fh:
+    ...     _ = fh.write("whole")
+    >>> p.read_text(), sorted(q.name for q in p.parent.iterdir())
+    ('whole', ['x.txt'])
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{p}: cannot create its directory ({exc.strerror or exc})") from None
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        fh = open(tmp, mode, **open_kwargs)
+    except OSError as exc:
+        raise _write_error(p, exc) from None
+    try:
+        with fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if getattr(exc, "filename", None) is not None and exc.filename != str(tmp):
+            raise  # an error of another file (an input read while writing) names itself
+        raise _write_error(p, exc) from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_atomic(path: "str | os.PathLike", data: "str | bytes") -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically (:func:`atomic_write`); returns the path."""
+    with atomic_write(path, "wb") as fh:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)
+
+
+# ------------------------------------------------------------------------------- parsers with a depth limit
+
+
+def json_loads(data: "str | bytes", source: str) -> Any:
+    """``json.loads`` whose nesting-depth failure (``RecursionError``) is one ``UserError`` naming ``source``;
+    other malformed JSON raises ``json.JSONDecodeError`` as usual (the caller words it with its line).
+
+    >>> json_loads("[" * 100_000 + "]" * 100_000, "t.json")
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: t.json: JSON nested too deeply (more than 900 levels); refusing to read it
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise UserError(f"{source}: JSON nested too deeply (more than {MAX_JSON_DEPTH} levels); "
+                        "refusing to read it") from None
+
+
+MAX_JSON_DEPTH = 900
+"""Nesting the JSON parsers accept (Python's own recursion limit, about 1000, is what stops them)."""

@@ -44,6 +44,10 @@ def _mine(args: argparse.Namespace) -> int:
     check_output(args.out, "--out")
     demos = args.demonstrations or (args.out[:-6] if args.out.endswith(".jsonl") else args.out) + ".demos.jsonl"
     check_output(demos, "--demonstrations")
+    from codegrep.errors import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs({"--out": args.out, "--demonstrations": demos},  # before anything is read or opened
+                              {"--tasks": args.tasks, **{str(p): p for p in args.paths}})
     check_options(MineOptions(fmt=args.format, repos=args.repos))  # before the (slower) task loading
     options = MineOptions(fmt=args.format, tasks=load_task_map(args.tasks), repos=args.repos)
     stats = mine_files(args.paths, args.out, demos, options, workers=args.workers, resolved_only=args.resolved_only)

@@ -14,6 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
+from codegrep.errors import MAX_JSON_DEPTH
+
 EMBEDDED = "embedded"
 SUFFIXES = (".jsonl", ".json", ".traj", ".parquet")
 _HF_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -107,13 +109,19 @@ def loads(data: bytes | str) -> Any:
             return _orjson.loads(data)
         except _orjson.JSONDecodeError:
             pass  # NaN/Infinity or huge integers (Python's json writes them): the stdlib reads them, or says where
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError:  # deeper than Python's parser can go: a bad row like any other
+        raise ValueError(f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)") from None
 
 
 def dumps_line(value: Any) -> bytes:
     """One JSONL line (UTF-8 bytes, newline included)."""
     if _orjson is not None:
-        return _orjson.dumps(value, option=_orjson.OPT_APPEND_NEWLINE | _orjson.OPT_NON_STR_KEYS)
+        try:
+            return _orjson.dumps(value, option=_orjson.OPT_APPEND_NEWLINE | _orjson.OPT_NON_STR_KEYS)
+        except TypeError:  # a file name that is not UTF-8 (surrogate escapes): the stdlib writes them as \\udcXX
+            pass
     return (json.dumps(value) + "\n").encode()
 
 

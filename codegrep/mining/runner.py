@@ -8,6 +8,7 @@ error (``NothingParsed``) naming the inputs and the first failures.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import time
 from collections import Counter
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from codegrep.errors import atomic_write, refuse_overwriting_inputs
 from codegrep.mining import inputs
 from codegrep.mining.formats import parse_row
 
@@ -227,6 +229,8 @@ def mine_files(paths: list[str], out_path: str | Path, demos_path: str | Path | 
 
     Raises ``NothingParsed`` (a ValueError) when rows were read but none parsed, or there was nothing to read;
     the output files are still written (empty) and the message names the inputs and the first failures.
+    An output that is an input (or both outputs one file) is refused before anything is opened; both outputs
+    are written to temporary siblings and renamed into place only when the run completes.
     """
     from tqdm.auto import tqdm
 
@@ -236,21 +240,23 @@ def mine_files(paths: list[str], out_path: str | Path, demos_path: str | Path | 
     check_output(demos_path, "--demonstrations")
     files = inputs.expand_inputs(paths)
     options = replace(options, resolved_only=resolved_only, demonstrations=options.demonstrations and bool(demos_path))
+    refuse_overwriting_inputs({"--out": out_path, "--demonstrations": demos_path},
+                              {**{str(p): p for p in paths if Path(p).is_file()},
+                               **{f: f for f in files if not f.startswith("hf://")}})
     stats = _Stats(matching=bool(options.tasks))
     started = time.perf_counter()
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    demo_fh = open(demos_path, "wb") if demos_path else None
-    try:
-        with open(out_path, "wb") as out, tqdm(unit="traj", disable=None if progress else True, desc="mining") as bar:
+    # Both outputs go to temporary siblings renamed into place at the end: a killed or failed run leaves the
+    # previous records/demonstrations whole (never a truncated file that looks complete).
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(atomic_write(out_path, "wb"))
+        demo_fh = stack.enter_context(atomic_write(demos_path, "wb")) if demos_path else None
+        with tqdm(unit="traj", disable=None if progress else True, desc="mining") as bar:
             for unit_stats, rec_bytes, demo_bytes in _results(files, options, workers, serialize=True):
                 stats.merge(unit_stats)
                 out.write(rec_bytes)
                 if demo_fh:
                     demo_fh.write(demo_bytes)
                 bar.update(unit_stats.read)
-    finally:
-        if demo_fh:
-            demo_fh.close()
     summary = stats.summary(time.perf_counter() - started, workers, len(files))
     if not summary["parsed"]:
         shown = " ".join("; ".join(summary["failures"][:3]).split()) or "no trajectory files found"
