@@ -89,7 +89,7 @@ def test_cli_evaluate_prints_macro_metrics_last(cache, tiny_repo, tmp_path, caps
             "--out", str(tmp_path / "res.jsonl"), "--profile", "ci"]
     assert main(argv) == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert list(metrics) == [*MACRO_KEYS, "retriever", "k"] and metrics["n"] == 3 and metrics["acc@1"] == 1.0
+    assert list(metrics) == [*MACRO_KEYS, "retriever", "k", "reused", "recomputed", "new"] and metrics["n"] == 3 and metrics["acc@1"] == 1.0
     assert metrics["k"] == 1 and metrics["p@1"] == 1.0 and metrics["p@2"] == 0.5
     assert metrics["precision"] == 1.0 and metrics["mean_files"] == 1.0
     argv[argv.index("bm25")] = "oracle"  # another retriever into the same file is refused, not mixed

@@ -59,6 +59,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from codegrep.retrievers.registry import make_retriever
     from codegrep.retrievers.service import load_task_source
 
+    from codegrep.errors import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs({"--out": args.out}, {"--tasks": args.tasks, "--profile": args.profile})
     read_rows(output_file(args.out))  # a directory, or a corrupt resume file, fails before any work
     cfg = load_profile(args.profile)
     tasks, resolver = load_task_source(args.tasks, repos_dir=args.repos, split=args.split, limit=args.limit,
@@ -67,8 +70,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     k = args.k
     if k is None and getattr(retriever, "fixed_size", False):
         k = (cfg.get("retrievers") or {}).get("k")  # the profile's set size, as profile_evaluation uses
-    metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=k, workers=args.workers)
-    print(json.dumps({**metrics, "retriever": args.retriever, "k": k}))
+    resume: dict[str, int] = {}
+    metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=k, workers=args.workers, resume=resume)
+    print(json.dumps({**metrics, "retriever": args.retriever, "k": k, **resume}))
     return 0
 
 

@@ -128,8 +128,72 @@ def acc_curve(rows: Iterable[dict[str, Any]], max_k: int = RANKED_N) -> list[flo
     return [sum(acc_at_k(r["ranked"], r["gold"], k) for r in rows) / len(rows) for k in range(1, max_k + 1)]
 
 
+ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "retriever": (str,), "fingerprint": (str,), "files": (list,), "ranked": (list,), "gold": (list,),
+    **{key: (int, float, type(None)) for key in ("precision", "recall", "f1", "f0.5", "acc@1", "acc@5", "recall@5",
+                                                 "mrr", "n_pred", "rounds", "tool_calls", "tokens", "seconds")}}
+"""Types a stored results row must have where it has the field (a wrong type is refused, never read as text)."""
+SETTINGS_ATTRS = ("config", "spec", "agent_config", "env_config", "top_n")
+"""Retriever attributes that make its settings (part of each row's fingerprint)."""
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able copy of settings: dataclasses as dicts, paths as text, objects by their type name."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value) if isinstance(value, Path) else type(value).__name__
+
+
+def fingerprint(task: Task, retriever: Any) -> str:
+    """What a stored row was computed from: the task row's content and the retriever's name and settings.
+
+    A resumed row is reused only when its fingerprint is this one; otherwise it is recomputed.
+
+    >>> t = Task("i", "o/r", "c" * 40, "issue", gold_files=["a.py"])
+    >>> class R: name = "bm25"
+    >>> fingerprint(t, R()) == fingerprint(Task("i", "o/r", "c" * 40, "issue", gold_files=["a.py"]), R())
+    True
+    >>> fingerprint(t, R()) == fingerprint(Task("i", "o/r", "c" * 40, "issue", gold_files=["b.py"]), R())
+    False
+    """
+    import hashlib
+
+    settings = {a: _plain(getattr(retriever, a)) for a in SETTINGS_ATTRS if hasattr(retriever, a)}
+    blob = json.dumps({"task": _plain(task.to_dict()), "retriever": getattr(retriever, "name", "?"),
+                       "settings": settings}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def _check_row(path: Path, lineno: int, row: Any) -> None:
+    from codegrep.errors import UserError
+
+    if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
+        raise UserError(f"{path}:{lineno}: not a results row (an object with an 'instance_id'); the file was "
+                        "left as it is: fix or delete that line to resume")
+    for key, types in ROW_TYPES.items():
+        value = row.get(key)
+        if key in row and (not isinstance(value, types) or isinstance(value, bool) and bool not in types):
+            raise UserError(f"{path}:{lineno}: field {key!r} must be {' or '.join(t.__name__ for t in types)}, got "
+                            f"{type(value).__name__}; the file was left as it is: fix or delete that line to resume")
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            raise UserError(f"{path}:{lineno}: field {key!r} must be a list of paths; the file was left as it is: "
+                            "fix or delete that line to resume")
+
+
 def read_rows(path: Path) -> dict[str, dict[str, Any]]:
-    """Rows already in a results file, last one per instance winning (a rerun supersedes)."""
+    """Rows already in a results file, last one per instance winning (a rerun supersedes).
+
+    Every row is checked (JSON object, ``instance_id``, the types of ``ROW_TYPES``) before anything is reused;
+    a bad row is an error naming ``file:line``, except the partial last row a killed run left (dropped).
+    """
     from codegrep.errors import UserError, output_file
 
     rows: dict[str, dict[str, Any]] = {}
@@ -143,16 +207,20 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
             continue
         try:
             row = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             if lineno > last:  # the last row of a run killed mid-write: rerun that instance
                 continue
-            raise UserError(f"{path}:{lineno}: not a JSON row ({exc}); the file was left as it is: fix or "
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise UserError(f"{path}:{lineno}: not a JSON row ({reason}); the file was left as it is: fix or "
                             "delete that line to resume") from None
-        if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
-            raise UserError(f"{path}:{lineno}: not a results row (an object with an 'instance_id'); the file was "
-                            "left as it is: fix or delete that line to resume")
+        _check_row(path, lineno, row)
         rows[row["instance_id"]] = row
     return rows
+
+
+def partial_path(out_path: Path) -> Path:
+    """Where rows stream while a run is going (renamed over ``out_path``'s content when it completes)."""
+    return out_path.with_name(f".{out_path.name}.partial")
 
 
 @contextlib.contextmanager
@@ -187,20 +255,46 @@ def _default_pool():
 
 def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_path: str | Path,
              k: int | None = None, limit: int | None = None, workers: int = 1, pool: Any = None,
-             progress: bool = True) -> dict[str, float]:
-    """Run ``retriever`` on every task (skipping instances already in ``out_path``), append one row per
-    instance, and return the macro metrics over all requested tasks."""
+             progress: bool = True, resume: dict[str, int] | None = None) -> dict[str, float]:
+    """Run ``retriever`` on every task, one row per instance in ``out_path``, and return the macro metrics over
+    all requested tasks.
+
+    Resume: a row already in ``out_path`` is reused only when its ``fingerprint`` (the task row's content and
+    the retriever's settings) is this run's; any other row of a requested task is recomputed. New rows stream
+    to a hidden ``.<name>.partial`` sibling (a killed run's rows are reused from it next time) and ``out_path``
+    is replaced atomically when the run completes, so it is never half-written. ``resume``, when given, receives
+    the counts ``reused`` / ``recomputed`` / ``new`` (also said on stderr when something was recomputed).
+    """
+    import sys
+
     from tqdm.auto import tqdm
+
+    from codegrep.errors import atomic_write
 
     tasks = list(tasks)[:limit] if limit else list(tasks)
     out_path = Path(out_path)
-    done = read_rows(out_path)  # checks the whole file before anything is changed
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    _drop_partial_tail(out_path)
-    others = sorted({r.get("retriever") for r in done.values()} - {retriever.name})
+    partial = partial_path(out_path)
+    stored = read_rows(out_path)  # checks the whole file before anything is changed
+    streamed = read_rows(partial)
+    others = sorted({r.get("retriever") for r in (*stored.values(), *streamed.values())} - {retriever.name})
     if others:
         raise ValueError(f"{out_path} holds results of retriever(s) {others}, not {retriever.name!r}: "
                          "use another --out")
+    prints = {t.instance_id: fingerprint(t, retriever) for t in tasks}
+    done: dict[str, dict[str, Any]] = {}
+    counts = {"reused": 0, "recomputed": 0, "new": 0}
+    for t in tasks:
+        row = streamed.get(t.instance_id) or stored.get(t.instance_id)
+        if row is not None and row.get("fingerprint") == prints[t.instance_id]:
+            done[t.instance_id] = row
+            counts["reused"] += 1
+        else:
+            counts["recomputed" if t.instance_id in stored or t.instance_id in streamed else "new"] += 1
+    if counts["recomputed"]:
+        print(f"evaluate: {counts['recomputed']} stored row(s) of {out_path} were made for other task content or "
+              "retriever settings: recomputed", file=sys.stderr)
+    if resume is not None:
+        resume.update(counts)
     todo = sorted((t for t in tasks if t.instance_id not in done), key=lambda t: (t.repo, t.base_commit))
     needed = getattr(retriever, "needs_checkout", True)
     pool = pool if pool is not None or not needed or not todo else _default_pool()
@@ -211,24 +305,36 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
         with _checkout(task, resolver, pool, needed) as checkout:
             retrieval = retriever.retrieve(task, checkout)
         retrieval.seconds = retrieval.seconds or time.perf_counter() - start
-        return score_row(task, retrieval, k, retriever.name)
+        return {**score_row(task, retrieval, k, retriever.name), "fingerprint": prints[task.instance_id]}
 
-    with out_path.open("a") as fh, tqdm(total=len(todo), desc=f"evaluate {retriever.name}",
-                                        disable=not progress or not todo) as bar:
-        def record(row: dict[str, Any]) -> None:
-            with lock:
+    if todo:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(partial, "w", encoding="utf-8") as fh:  # the rows kept so far, then each new one
+            for row in done.values():
                 fh.write(json.dumps(row, default=str) + "\n")
-                fh.flush()
-                done[row["instance_id"]] = row
-                bar.update(1)
+            fh.flush()
+        with partial.open("a", encoding="utf-8") as fh, tqdm(total=len(todo), desc=f"evaluate {retriever.name}",
+                                                             disable=not progress) as bar:
+            def record(row: dict[str, Any]) -> None:
+                with lock:
+                    fh.write(json.dumps(row, default=str) + "\n")
+                    fh.flush()
+                    done[row["instance_id"]] = row
+                    bar.update(1)
 
-        if workers <= 1:
-            for task in todo:
-                record(run_one(task))
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as ex:
-                for fut in as_completed([ex.submit(run_one, t) for t in todo]):
-                    record(fut.result())
+            if workers <= 1:
+                for task in todo:
+                    record(run_one(task))
+            else:
+                with ThreadPoolExecutor(max_workers=workers) as ex:
+                    for fut in as_completed([ex.submit(run_one, t) for t in todo]):
+                        record(fut.result())
+    if todo or counts["reused"] != len(stored) or streamed or not out_path.is_file():
+        kept = {iid: row for iid, row in stored.items() if iid not in prints}  # other instances: the user's rows
+        with atomic_write(out_path, "w", encoding="utf-8") as fh:
+            for row in (*kept.values(), *(done[t.instance_id] for t in tasks if t.instance_id in done)):
+                fh.write(json.dumps(row, default=str) + "\n")
+        partial.unlink(missing_ok=True)
     return macro_metrics([rescore(done[t.instance_id], k) for t in tasks])
 
 
@@ -288,12 +394,13 @@ def profile_evaluation(cfg: dict[str, Any], retriever_name: str, split: str | No
 
 def _move_stale(path: Path, meta: dict[str, Any]) -> None:
     """Keep ``path`` only when it was made with the same settings (recorded in ``<name>.meta.json``)."""
+    from codegrep.errors import write_atomic
+
     meta_path = path.with_suffix(".meta.json")
     wanted = json.dumps(meta, sort_keys=True, default=str)
     if path.is_file() and (not meta_path.is_file() or meta_path.read_text() != wanted):
         path.rename(path.with_suffix(".stale.jsonl"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    meta_path.write_text(wanted)
+    write_atomic(meta_path, wanted)
 
 
 # ------------------------------------------------------------------------------------- fair comparison
