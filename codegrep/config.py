@@ -55,6 +55,57 @@ def profile_path(profile: str | os.PathLike) -> Path:
     return cand
 
 
+MAX_YAML_NODES = 200_000
+"""Most values a YAML document may expand to, aliases counted at every use (an alias bomb is refused)."""
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a document whose aliases expand it beyond ``MAX_YAML_NODES``."""
+
+    def compose_document(self):  # noqa: D102 - PyYAML's hook
+        node = super().compose_document()
+        sizes: dict[int, int] = {}
+        stack: list[tuple[Any, bool]] = [(node, False)]
+        while stack:  # post-order, iterative (no recursion on deep documents), memoised per node
+            current, expanded = stack.pop()
+            if id(current) in sizes:
+                continue
+            children = current.value if isinstance(current, yaml.SequenceNode) else \
+                [n for kv in current.value for n in kv] if isinstance(current, yaml.MappingNode) else []
+            if expanded:
+                sizes[id(current)] = 1 + sum(sizes.get(id(c), MAX_YAML_NODES + 1) for c in children)
+                if sizes[id(current)] > MAX_YAML_NODES:
+                    raise yaml.YAMLError(f"the document expands to more than {MAX_YAML_NODES} values through "
+                                         "aliases (&anchor/*alias); refusing it")
+                continue
+            stack.append((current, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+        return node
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """Parse YAML safely, with the alias-expansion limit; an error names ``source`` (and its line).
+
+    >>> load_yaml("a: 1", "x.yaml")
+    {'a': 1}
+    >>> rows = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
+    ...     f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    >>> bomb = chr(10).join(rows)
+    >>> load_yaml(bomb, "bomb.yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: bomb.yaml: invalid YAML: the document expands to more than 200000 values ...
+    """
+    try:
+        return yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid YAML: nested too deeply") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where_ = f"{source}:{mark.line + 1}" if mark is not None else source
+        raise ConfigError(f"{where_}: invalid YAML: {exc}") from None
+
+
 def unknown_key_error(key: str, known: Iterable[str], source: str) -> "ConfigError":
     """The one wording of an unknown key: the source, the key, its close matches, the known keys.
 
@@ -113,7 +164,190 @@ def from_mapping(cls: type[T], data: Mapping[str, Any] | None, source: str, *, i
         raise TypeError(f"from_mapping needs a dataclass, got {cls!r}")
     names, ignore = config_fields(cls), set(ignore)
     check_keys(data, set(names) | ignore, source)
-    return cls(**{k: v for k, v in (data or {}).items() if k in names and k not in ignore})
+    values = {k: v for k, v in (data or {}).items() if k in names and k not in ignore}
+    check_fields(cls, values, source)
+    return cls(**values)
+
+
+# ------------------------------------------------------------------------------- value types and ranges
+# A field's type is its annotation; its range is declared beside it as ``field(..., metadata={"range": ">= 1"})``
+# (``">= 1"``, ``"> 0"``, ``"<= 1"``, ``"0..1"``). ``from_mapping`` (files, ``--set``, notebook parameters: all
+# three build configs through it) and ``load_profile`` (keys of sections without a dataclass, ``KEY_RULES``)
+# refuse a wrong type or an out-of-range value with one line naming the source and the key, before any work.
+
+
+def in_range(value: float, spec: str | None) -> bool:
+    """Whether ``value`` satisfies a range spec.
+
+    >>> in_range(0, ">= 1"), in_range(0.5, "0..1"), in_range(0, "> 0"), in_range(3, None)
+    (False, True, False, True)
+    """
+    if not spec:
+        return True
+    spec = spec.strip()
+    if ".." in spec:
+        lo, hi = (float(x) for x in spec.split(".."))
+        return lo <= value <= hi
+    for op, test in ((">=", lambda a, b: a >= b), ("<=", lambda a, b: a <= b), (">", lambda a, b: a > b),
+                     ("<", lambda a, b: a < b)):
+        if spec.startswith(op):
+            return test(value, float(spec[len(op):]))
+    raise ValueError(f"bad range spec {spec!r}")
+
+
+def _describe(tp: Any) -> str:
+    import typing
+
+    if tp is type(None):
+        return "null"
+    if isinstance(tp, type):
+        return {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+                "list": "a list", "dict": "a mapping", "tuple": "a list"}.get(tp.__name__, tp.__name__)
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin is not None:
+        return _describe(origin)
+    return str(tp)
+
+
+def type_ok(value: Any, tp: Any) -> bool:
+    """Whether a YAML value fits an annotation (an int is a float; a bool is not a number; unknown: yes).
+
+    >>> type_ok(3, float), type_ok(True, int), type_ok("ten", float), type_ok(None, int | None), type_ok([1], list[int])
+    (True, False, False, True, True)
+    """
+    import math
+    import typing
+
+    if tp is Any or tp is typing.Any or isinstance(tp, (str, typing.TypeVar)):
+        return True
+    if tp is type(None):
+        return value is None
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(type_ok(value, a) for a in typing.get_args(tp))
+    if origin is not None:
+        if origin in (list, tuple, set, frozenset, typing.Sequence, __import__("collections.abc").abc.Sequence):
+            if not isinstance(value, (list, tuple)):
+                return False
+            args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+            return len(args) != 1 or all(type_ok(v, args[0]) for v in value)
+        if origin in (dict, typing.Mapping, __import__("collections.abc").abc.Mapping):
+            return isinstance(value, dict)
+        return True
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if tp in (str, list, dict, tuple):
+        return isinstance(value, tp if tp is not tuple else (list, tuple))
+    return True  # a class this check does not know (a path type, a callable): its owner checks it
+
+
+def check_value(value: Any, tp: Any, rng: str | None, where_: str) -> None:
+    """Raise ``ConfigError`` naming ``where_`` when ``value`` does not fit ``tp`` or ``rng``.
+
+    >>> check_value(0, int, ">= 1", "configs/x.yaml: retrievers.k")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: configs/x.yaml: retrievers.k: must be >= 1, got 0
+    >>> check_value("ten", float, "> 0", "--set env.timeout_s")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: --set env.timeout_s: must be a number, got the string 'ten'
+    """
+    if not type_ok(value, tp):
+        got = f"the string {value!r}" if isinstance(value, str) else f"{type(value).__name__} {value!r}"[:120]
+        raise ConfigError(f"{where_}: must be {_describe(tp)}, got {got}")
+    if rng and isinstance(value, (int, float)) and not isinstance(value, bool) and not in_range(value, rng):
+        raise ConfigError(f"{where_}: must be {rng}, got {value!r}")
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # an annotation that cannot be resolved here: its fields go unchecked
+        return {}
+
+
+def check_fields(cls: type, values: Mapping[str, Any], source: str) -> None:
+    """Check each value against its dataclass field's annotation and declared ``range`` (``ConfigError``)."""
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in values.items():
+        if key in fields:
+            check_value(value, hints.get(key, Any), fields[key].metadata.get("range"), f"{source}.{key}"
+                        if not source.endswith(f".{key}") else source)
+
+
+KEY_RULES: dict[str, tuple[Any, str | None]] = {
+    "seed": (int, ">= 0"),
+    "tasks.limit": (int | None, ">= 1"), "tasks.seed": (int | None, ">= 0"), "tasks.offline": (bool | None, None),
+    "tasks.on_error": (str, None),
+    "env.mode": (str, None), "env.max_worktrees": (int, ">= 1"), "env.max_disk_gb": (float, "> 0"),
+    "env.pool_root": (str | None, None),
+    "mining.workers": (int, ">= 1"), "mining.demonstrations": (bool, None), "mining.resolved_only": (bool, None),
+    "env.bench.rollouts": (int, ">= 1"), "env.bench.group": (int, ">= 1"), "env.bench.turns": (int, ">= 1"),
+    "env.bench.calls": (int, ">= 1"), "env.bench.samples": (int, ">= 1"),
+    "retrievers.k": (int | None, ">= 1"), "retrievers.workers": (int | None, ">= 1"),
+    "retrievers.limit": (int | None, ">= 1"), "retrievers.names": (list[str], None),
+    # fields of config classes that declare no range yet (their owners may move these into field metadata)
+    "agent.max_turns": (int, ">= 1"), "agent.max_calls_per_turn": (int, ">= 1"),
+    "agent.max_observation_tokens": (int, ">= 1"), "agent.max_issue_chars": (int, ">= 1"),
+    "agent.max_submit_files": (int, ">= 1"), "agent.max_new_tokens": (int, ">= 1"),
+    "agent.temperature": (float, ">= 0"), "agent.top_p": (float, "0..1"), "agent.batch_size": (int, ">= 1"),
+}
+"""Types and ranges of the keys of sections read key by key (``TASKS_KEYS``, ``MINING_KEYS`` ... below)."""
+CHEAP_SECTIONS = ("env", "agent")
+"""Sections whose config classes ``load_profile`` checks on every load (their modules import in milliseconds);
+the others are checked by ``from_mapping`` when their component is built, and all by ``check_profile``."""
+
+
+def check_values(cfg: Mapping[str, Any], sections: Iterable[str] | None = None,
+                 overridden: Iterable[str] = ()) -> None:
+    """Check a loaded profile's values: ``KEY_RULES`` and the dataclass fields of ``sections`` (default: all
+    registered but ``train``, which TRL's own parser checks). A value given by ``--set`` (or a notebook
+    parameter) is named as ``--set <key>``."""
+    overridden = set(overridden)
+
+    def source(dotted: str) -> str:
+        return f"--set {dotted}" if dotted in overridden else where(cfg, dotted)
+
+    for dotted, (tp, rng) in KEY_RULES.items():
+        node: Any = cfg
+        keys = dotted.split(".")
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping) and keys[-1] in node:
+            check_value(node[keys[-1]], tp, rng, source(dotted))
+    for dotted in (SECTION_SCHEMAS if sections is None else sections):
+        if dotted == "train":
+            continue
+        node = cfg
+        for key in dotted.split("."):
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            continue
+        for spec in SECTION_SCHEMAS.get(dotted, ()):
+            module, _, attr = spec.partition(":")
+            try:
+                obj = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                continue
+            if dataclasses.is_dataclass(obj):
+                names = set(config_fields(obj))
+                for k, v in node.items():
+                    if k in names:
+                        check_fields(obj, {k: v}, source(f"{dotted}.{k}"))
 
 
 def where(cfg: Mapping[str, Any] | None, dotted: str) -> str:
@@ -206,6 +440,7 @@ def check_profile(cfg: Mapping[str, Any]) -> None:
             known |= {"config"} | _train_yaml_keys(cfg)
         if known:
             check_keys(node, known, where(cfg, dotted))
+    check_values(cfg)
 
 
 def _train_yaml_keys(cfg: Mapping[str, Any]) -> set[str]:
@@ -215,8 +450,8 @@ def _train_yaml_keys(cfg: Mapping[str, Any]) -> set[str]:
         return set()
     path = Path(rel) if Path(rel).is_absolute() else project_root() / rel
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
+        data = load_yaml(path.read_text(), str(path)) or {}
+    except (OSError, ConfigError):
         return set()
     return set(data) if isinstance(data, dict) else set()
 
@@ -279,7 +514,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not KEY=VALUE (e.g. train.max_steps=3)")
         key, raw = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        out[key.strip()] = load_yaml(raw, f"--set {key.strip()}") if raw.strip() else None
     return out
 
 
@@ -287,10 +522,7 @@ def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
                  overrides: dict[str, Any] | Iterable[str] | None = None) -> dict[str, Any]:
     """Load a profile, apply dotted overrides, and record where it came from under ``_source``."""
     path = profile_path(profile)
-    try:
-        cfg = yaml.safe_load(read_text(path, "profile")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    cfg = load_yaml(read_text(path, "profile"), str(path)) or {}
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: top level must be a mapping, got {type(cfg).__name__}")
     validate_profile(cfg, str(path))
@@ -302,6 +534,7 @@ def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
     cfg.setdefault("profile", path.stem)
     cfg.setdefault("seed", 0)
     cfg["_source"] = str(path)
+    check_values(cfg, CHEAP_SECTIONS, overrides or ())  # wrong types and ranges fail here, before any work
     return cfg
 
 

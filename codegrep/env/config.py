@@ -1,7 +1,7 @@
 """``ToolConfig``: caps, timeouts and parallelism of the tools (the ``env:`` section of a profile)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -9,25 +9,25 @@ from typing import Any
 class ToolConfig:
     """Caps, timeouts and parallelism of the tools (the ``env:`` section of a profile)."""
 
-    max_output_lines: int = 200
+    max_output_lines: int = field(default=200, metadata={"range": ">= 1"})
     """grep: most result lines returned (a note says how many were cut)."""
-    max_output_bytes: int = 16_000
+    max_output_bytes: int = field(default=16_000, metadata={"range": ">= 1"})
     """grep/glob/read: most bytes of output returned."""
-    max_read_lines: int = 200
+    max_read_lines: int = field(default=200, metadata={"range": ">= 1"})
     """read: most lines returned per call (the default window when ``end_line`` is omitted)."""
-    max_glob_results: int = 200
+    max_glob_results: int = field(default=200, metadata={"range": ">= 1"})
     """glob: most paths returned."""
-    max_line_chars: int = 400
+    max_line_chars: int = field(default=400, metadata={"range": ">= 1"})
     """Longer lines (minified code) are cut to this many characters."""
-    max_context: int = 10
+    max_context: int = field(default=10, metadata={"range": ">= 0"})
     """grep: largest accepted ``context``."""
-    max_file_bytes: int = 8_000_000
+    max_file_bytes: int = field(default=8_000_000, metadata={"range": ">= 1"})
     """read refuses, and grep skips, files larger than this."""
-    capture_bytes: int = 4_000_000
+    capture_bytes: int = field(default=4_000_000, metadata={"range": ">= 1"})
     """Raw subprocess output read before the process is killed (bounds memory on ``grep .``)."""
-    timeout_s: float = 10.0
+    timeout_s: float = field(default=10.0, metadata={"range": "> 0"})
     """Per-call timeout; the call's whole process group is killed when it fires."""
-    workers: int = 8
+    workers: int = field(default=8, metadata={"range": ">= 1"})
     """Calls of one turn run in parallel on at most this many threads."""
     store_root: str | None = None
     """Checkout-free mode: where the shared blob store lives (None: ``<cache>/blobs``)."""
