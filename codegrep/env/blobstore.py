@@ -13,9 +13,10 @@ import fcntl
 import hashlib
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 _STORES: dict[tuple[str, str], "BlobStore"] = {}
 _STORES_LOCK = threading.Lock()
@@ -41,6 +42,15 @@ def store_for(git_dir: Path | str, root: Path | str | None = None) -> "BlobStore
         return _STORES[key]
 
 
+def _object_id(data: bytes) -> str:
+    """The git (SHA-1) object id of a blob's content.
+
+    >>> _object_id(b"hello\\n")
+    'ce013625030ba8dba906f756967f9e9ca394464a'
+    """
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 class BlobStore:
     """Blob files of one repository; :meth:`ensure` writes the missing ones."""
 
@@ -58,39 +68,64 @@ class BlobStore:
         """Path of a blob relative to :attr:`dir` (what ripgrep is given)."""
         return f"{sha[:2]}/{sha[2:]}".encode()
 
-    def ensure(self, shas: Iterable[str]) -> int:
-        """Write every blob of ``shas`` not yet in the store; returns how many were written."""
+    def _damaged(self, sha: str, size: int | None) -> int | None:
+        """The size on disk of a stored blob whose size is not ``size`` (truncated or changed), else None."""
+        try:
+            have = (self.dir / os.fsdecode(self.relpath(sha))).stat().st_size
+        except OSError:
+            return None
+        return have if size is not None and have != size else None
+
+    def _usable(self, sha: str, size: int | None) -> bool:
+        path = self.dir / os.fsdecode(self.relpath(sha))
+        return path.exists() and self._damaged(sha, size) is None
+
+    def ensure(self, shas: Iterable[str], sizes: Mapping[str, int] | None = None) -> int:
+        """Write every blob of ``shas`` not yet in the store; returns how many were written.
+
+        ``sizes`` (the tree's blob sizes) is the cheap signal checked on each blob's first use in a process: a
+        stored blob of another size (truncated on disk, or changed) is rewritten from git and one line on stderr
+        says so. Blobs are written through a temp file and renamed only after their content hashes to ``sha``.
+        """
+        sizes = sizes or {}
         todo = [s for s in dict.fromkeys(shas) if s not in self._have]
         if not todo:
             return 0
         with self._lock:
             todo = [s for s in todo if s not in self._have]
-            missing = [s for s in todo if not (self.dir / os.fsdecode(self.relpath(s))).exists()]
+            damaged = {s: d for s in todo if (d := self._damaged(s, sizes.get(s))) is not None}
+            missing = [s for s in todo if s in damaged or not (self.dir / os.fsdecode(self.relpath(s))).exists()]
             written = 0
             if missing:
                 fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)  # another process may be writing the same blobs
-                    missing = [s for s in missing if not (self.dir / os.fsdecode(self.relpath(s))).exists()]
+                    missing = [s for s in missing if not self._usable(s, sizes.get(s))]
                     written = self._write(missing)
                 finally:
                     os.close(fd)
             self._have.update(todo)
+        repaired = [s for s in damaged if s in missing]
+        if repaired:
+            first = repaired[0]
+            print(f"codegrep: blob store {self.dir}: repaired {len(repaired)} damaged blob(s) from git (e.g. "
+                  f"{first[:2]}/{first[2:]}: {damaged[first]} bytes on disk, {sizes[first]} expected)",
+                  file=sys.stderr)
         return written
 
-    def ensure_in_background(self, key: str, shas: list[str]) -> None:
+    def ensure_in_background(self, key: str, shas: list[str], sizes: Mapping[str, int] | None = None) -> None:
         """Start :meth:`ensure` on a daemon thread, once per ``key`` (a commit) in this process."""
         with self._started_lock:
             if key in self._started:
                 return
             self._started.add(key)
-        thread = threading.Thread(target=self._quiet_ensure, args=(shas,), daemon=True, name="codegrep-blobs")
+        thread = threading.Thread(target=self._quiet_ensure, args=(shas, sizes), daemon=True, name="codegrep-blobs")
         thread.start()
         _BACKGROUND[:] = [t for t in _BACKGROUND if t.is_alive()] + [thread]
 
-    def _quiet_ensure(self, shas: list[str]) -> None:
+    def _quiet_ensure(self, shas: list[str], sizes: Mapping[str, int] | None) -> None:
         try:
-            self.ensure(shas)
+            self.ensure(shas, sizes)
         except Exception:  # the foreground ensure() of the first grep retries and reports
             pass
 
@@ -108,6 +143,9 @@ class BlobStore:
                 if len(header) != 3:
                     raise RuntimeError(f"git cat-file --batch answered {header!r} for {sha} in {self.git_dir}")
                 data = proc.stdout.read(int(header[2]) + 1)[:-1]
+                if len(data) != int(header[2]) or _object_id(data) != sha:
+                    raise RuntimeError(f"git cat-file --batch gave {len(data)} bytes that do not hash to {sha} "
+                                       f"in {self.git_dir}: the repository may be damaged (git fsck)")
                 dest = self.dir / os.fsdecode(self.relpath(sha))
                 dest.parent.mkdir(exist_ok=True)
                 tmp = dest.with_name(dest.name + suffix)

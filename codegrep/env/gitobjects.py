@@ -67,7 +67,9 @@ class GitObjectEnvironment(ToolEnvironmentBase):
         self.commit = commit if known else resolve_commit(self.git_dir, commit)
         self.store = store_for(self.git_dir, self.config.store_root)
         self.entries, self.listing = _tree(self.git_dir, self.commit, self.store)
-        self.store.ensure_in_background(self.commit, [self.entries[p][1] for p in self.listing.names])
+        self._blob_sizes = {sha: size for _, sha, size in self.entries.values()}
+        self.store.ensure_in_background(self.commit, [self.entries[p][1] for p in self.listing.names],
+                                        self._blob_sizes)
         self._batch: subprocess.Popen | None = None
         self._batch_lock = threading.Lock()
 
@@ -81,7 +83,7 @@ class GitObjectEnvironment(ToolEnvironmentBase):
         return str(self.store.dir)
 
     def _prepare(self, names: list[str]) -> None:
-        self.store.ensure(self.entries[n][1] for n in names)
+        self.store.ensure((self.entries[n][1] for n in names), self._blob_sizes)  # sizes: a whole-blob check
 
     def _canonical(self, rel: str, depth: int = 0) -> str:
         entry = self.entries.get(rel)

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,6 +85,7 @@ class WorktreePool:
         self.max_worktrees, self.max_bytes = int(max_worktrees), float(max_bytes)
         self._refs: dict[str, int] = {}
         self._shas: dict[tuple[str, str], str] = {}
+        self._checked: set[str] = set()  # worktrees found whole (first use in this process)
         self._lock = threading.Lock()
         if recover:
             self.recover()
@@ -136,7 +138,19 @@ class WorktreePool:
         created = False
         while True:
             hold.lock(fcntl.LOCK_SH)
+            if ready.exists() and key not in self._checked and self._damage(key) is not None:
+                hold.unlock()
+                hold.lock(fcntl.LOCK_EX)  # waits until no one holds it: then rebuild it from git
+                damage = self._damage(key) if ready.exists() else None
+                if damage is not None:
+                    print(f"codegrep: worktree pool: {self.root / key} {damage}: rebuilt from git", file=sys.stderr)
+                    ready.unlink()
+                    self._create(key, git_dir, sha, hold.fd)
+                    created = True
+                hold.unlock()
+                continue
             if ready.exists():
+                self._checked.add(key)
                 os.utime(ready)  # the LRU clock
                 break
             hold.unlock()
@@ -148,6 +162,22 @@ class WorktreePool:
         if created:
             self.evict(keep=key)
         return hold
+
+    def _damage(self, key: str) -> str | None:
+        """Why a ready worktree is not its commit's files any more, or None. The cheap signal, checked on its
+        first use in a process: the bytes of its files against the total recorded when it was made."""
+        try:
+            marker = json.loads((self.root / f"{key}.ready").read_text())
+            expected = marker.get("bytes") if isinstance(marker, dict) else None
+        except (OSError, ValueError):
+            return "has an unreadable .ready marker"
+        if not isinstance(expected, int):
+            return None  # a marker from before sizes were recorded: nothing to compare
+        try:
+            have = _tree_bytes(self.root / key)
+        except OSError:
+            return "is missing or unreadable"
+        return None if have == expected else f"holds {have} bytes of files, {expected} when made (changed or truncated)"
 
     def _create(self, key: str, git_dir: Path, sha: str, hold_fd: int) -> None:
         path = self.root / key
