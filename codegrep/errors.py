@@ -283,6 +283,16 @@ def write_atomic(path: "str | os.PathLike", data: "str | bytes") -> Path:
     return Path(path)
 
 
+def damaged_file(path: "str | os.PathLike", exc: BaseException, fix: str) -> UserError:
+    """A ``UserError`` for a cached file (index, model) that cannot be read: names it, the reason, the fix.
+
+    >>> print(damaged_file("m/model.safetensors", ValueError("header too short"), "delete m to rebuild it"))
+    m/model.safetensors: damaged or truncated (ValueError: header too short); delete m to rebuild it
+    """
+    reason = " ".join(str(exc).split())[:200]
+    return UserError(f"{path}: damaged or truncated ({type(exc).__name__}: {reason}); {fix}")
+
+
 # ------------------------------------------------------------------------------- parsers with a depth limit
 
 

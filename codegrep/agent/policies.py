@@ -49,8 +49,14 @@ class HFPolicy:
         if isinstance(model, str):
             path = resolve_model(model)
             dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+            try:
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
+                tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+            except Exception as exc:  # a truncated weights/config file (safetensors raises its own class)
+                from codegrep.errors import damaged_file
+
+                raise damaged_file(path, exc, f"delete {path} to rebuild it (the 'smollm2' conversion runs again on "
+                                   "next use; a model of your own: copy it again)") from exc
         if tokenizer is None:
             raise ValueError("HFPolicy: pass the tokenizer together with a model object")
         self.model, self.tokenizer = model, tokenizer

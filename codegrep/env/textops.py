@@ -1,6 +1,8 @@
 """Pure text helpers shared by both environment modes: glob matching, capping, numbered lines."""
 from __future__ import annotations
 
+import os
+
 import re
 from functools import lru_cache
 
@@ -143,3 +145,31 @@ def display_path(raw: bytes) -> str:
         else:
             out.append(_ESCAPES.get(c, f"\\x{ord(c):02x}" if ord(c) < 32 or c == "\x7f" else c))
     return "".join(out)
+
+
+def raw_path(display: str) -> bytes:
+    r"""The file-name bytes a :func:`display_path` form stands for (its inverse for escaped names).
+
+    >>> raw_path("caf\\xe9.txt"), raw_path("a\\nb.py"), raw_path("src/mod.py")
+    (b'caf\xe9.txt', b'a\nb.py', b'src/mod.py')
+    """
+    if "\\" not in display:
+        return os.fsencode(display)
+    unescape = {v: k for k, v in _ESCAPES.items()}
+    out, i = bytearray(), 0
+    while i < len(display):
+        if display.startswith("\\x", i) and len(display) >= i + 4:
+            try:
+                out.append(int(display[i + 2:i + 4], 16))
+                i += 4
+                continue
+            except ValueError:
+                pass
+        if display[i:i + 2] in unescape:
+            out += unescape[display[i:i + 2]].encode()
+            i += 2
+            continue
+        out += os.fsencode(display[i])
+        i += 1
+    return bytes(out)
+

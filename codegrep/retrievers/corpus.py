@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from codegrep.config import cache_dir
+from codegrep.env.textops import display_path, raw_path
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox",
                        ".mypy_cache", ".pytest_cache", "build", "dist", ".eggs", "site-packages"})
@@ -116,14 +117,20 @@ def list_files(root: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[str]
                     continue
             except OSError:
                 continue
-            out.append(name if rel_dir == "." else f"{rel_dir}/{name}".replace(os.sep, "/"))
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}".replace(os.sep, "/")
+            out.append(display_path(os.fsencode(rel)))  # a non-UTF-8 name as the tools show it (caf\xe9.py)
     return out
+
+
+def fs_path(root: Path, rel: str) -> Path:
+    """The file a :func:`list_files` name stands for (escaped non-UTF-8 names mapped back to their bytes)."""
+    return Path(root) / os.fsdecode(raw_path(rel))
 
 
 def read_bytes(root: Path, rel: str) -> bytes | None:
     """File contents, or None for binary/unreadable files."""
     try:
-        data = (Path(root) / rel).read_bytes()
+        data = fs_path(root, rel).read_bytes()
     except OSError:
         return None
     return data if is_text(data) else None
@@ -139,7 +146,7 @@ def listing_hash(root: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     """Hash of the ``(path, size, mtime)`` listing of a live tree: changes whenever a file does."""
     h = hashlib.sha1()
     for rel in list_files(root, max_bytes):
-        st = os.stat(Path(root) / rel)
+        st = os.stat(fs_path(root, rel))
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 

@@ -155,10 +155,20 @@ class DenseRetriever:
         with self._lock:
             if key not in self._loaded:
                 path = index_dir("dense", key)
+                cached = None
                 if (path / "files.json").is_file():
-                    files = json.loads((path / "files.json").read_text())
-                    data = np.load(path / "chunks.npz")
-                    self._loaded[key] = (files, data["owners"], data["emb"])
+                    try:
+                        files = json.loads((path / "files.json").read_text())
+                        data = np.load(path / "chunks.npz")
+                        cached = (files, data["owners"], data["emb"])
+                    except Exception as exc:  # a truncated or damaged cache file: rebuild it, say so
+                        import sys
+
+                        print(f"codegrep: dense index {path} is damaged ({type(exc).__name__}: {str(exc)[:120]}): "
+                              "rebuilding it", file=sys.stderr)
+                        (path / "files.json").unlink(missing_ok=True)
+                if cached is not None:
+                    self._loaded[key] = cached
                 else:
                     files, owners, emb = self.embed_checkout(checkout)
                     path.mkdir(parents=True, exist_ok=True)

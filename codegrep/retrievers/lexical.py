@@ -212,11 +212,20 @@ def load_index(path: Path) -> BM25Index | None:
     meta = path / "files.json"
     if not meta.is_file():
         return None
-    info = json.loads(meta.read_text())
-    if info.get("version") != INDEX_VERSION:
+    try:
+        info = json.loads(meta.read_text())
+        if info.get("version") != INDEX_VERSION:
+            return None
+        model = bm25s.BM25.load(str(path / "bm25"), show_progress=False, verbosity=0)
+        return BM25Index(info["files"], model, dict(model.vocab_dict), info.get("weights") or [],
+                         info.get("defs") or {})
+    except Exception as exc:  # a truncated or damaged cache file (any library's error): rebuild, say so
+        import sys
+
+        print(f"codegrep: bm25 index {path} is damaged ({type(exc).__name__}: {str(exc)[:120]}): rebuilding it",
+              file=sys.stderr)
+        shutil.rmtree(path, ignore_errors=True)
         return None
-    model = bm25s.BM25.load(str(path / "bm25"), show_progress=False, verbosity=0)
-    return BM25Index(info["files"], model, dict(model.vocab_dict), info.get("weights") or [], info.get("defs") or {})
 
 
 class BM25Retriever:
