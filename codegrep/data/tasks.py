@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from codegrep.errors import UserError, read_text
+from codegrep.errors import MAX_JSON_DEPTH, UserError, json_loads, read_text
 from codegrep.data.patches import FileChange, gold_files_from_patch, patch_changes, patch_files  # noqa: F401
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def _check_row_shape(row: Any) -> None:
     gold = row.get("gold_files")
     if isinstance(gold, str):
         raise UserError(f"field 'gold_files' must be a list of paths, got the string {gold!r:.200} "
-                        f"(write {json.dumps([gold])})")
+                        f"(write {json.dumps([gold]) if len(gold) <= 200 else '[...]'})")
     if gold is not None and (not isinstance(gold, (list, tuple)) or not all(isinstance(g, str) and g for g in gold)):
         raise UserError(f"field 'gold_files' must be a list of non-empty path strings, got {gold!r:.100}")
 
@@ -137,6 +137,8 @@ def _json_lines(path: Path, lines: Iterator[bytes]) -> Iterator[tuple[str, Any]]
             yield f"{path}:{lineno}", UserError(f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)")
         except json.JSONDecodeError as exc:
             yield f"{path}:{lineno}", UserError(f"invalid JSON: {exc}")
+        except RecursionError:
+            yield f"{path}:{lineno}", UserError(f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)")
 
 
 def _rows_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
@@ -146,7 +148,7 @@ def _rows_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _rows_json(path: Path) -> Iterator[tuple[str, Any]]:
     try:
-        data = json.loads(read_text(path, "tasks file"))
+        data = json_loads(read_text(path, "tasks file"), str(path))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
     if not isinstance(data, list):
@@ -231,7 +233,7 @@ def _coerce_lists(row: Any) -> Any:
         if isinstance(row.get(key), str) and row[key].startswith("["):
             try:
                 row[key] = json.loads(row[key])
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
     return row
 

@@ -10,8 +10,10 @@ from codegrep.errors import positive_float
 def _parse_calls(text: str) -> list:
     from codegrep.env.tools import ToolCall
 
+    from codegrep.errors import json_loads
+
     try:
-        data = json.loads(text)
+        data = json_loads(text, "CALLS")
     except json.JSONDecodeError as exc:
         raise ValueError(f"CALLS is not valid JSON ({exc}); e.g. '{{\"name\": \"grep\", \"arguments\": "
                          f"{{\"pattern\": \"def main\"}}}}'") from None

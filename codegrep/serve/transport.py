@@ -24,6 +24,37 @@ def _error(code: int, message: str, id_: Any = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
 
 
+MAX_DEPTH = 64
+"""Deepest JSON nesting a message may have (MCP messages nest a few levels; a deeper line is refused unparsed,
+so neither the parser nor the SDK's validation recurses on it)."""
+
+
+def _depth(raw: bytes) -> int:
+    """Deepest ``[``/``{`` nesting of a JSON text, brackets inside strings ignored.
+
+    >>> _depth(b'{"a": [1, {"b": "[[["}]}')
+    3
+    """
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
 def check_line(raw: bytes) -> dict[str, Any] | None:
     """The JSON-RPC error reply for a malformed line, or None for a valid message (or a blank line).
 
@@ -38,9 +69,11 @@ def check_line(raw: bytes) -> dict[str, Any] | None:
     """
     if not raw.strip():
         return None
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(raw) > MAX_DEPTH:
+        return _error(PARSE_ERROR, f"Parse error: JSON nested deeper than {MAX_DEPTH} levels")
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return _error(PARSE_ERROR, f"Parse error: {type(exc).__name__}: {str(exc)[:200]}")
     if isinstance(data, list):
         return _error(INVALID_REQUEST, "Invalid Request: batches are not supported (MCP does not use JSON-RPC batching)")
