@@ -1,5 +1,7 @@
 """The one helper notebooks save through: figures (PNG + SVG), tables (parquet), JSON, headlines.
 
+Every file is written through ``codegrep.errors.atomic_write`` (a temporary sibling renamed into place).
+
 Headlines are the few numbers a notebook's last cell records; ``codegrep report`` and the tests
 read them back from ``<artifacts>/headlines/<notebook>.json``.
 """
@@ -11,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from codegrep.errors import atomic_write, write_atomic
 
 
 def _jsonable(obj: Any) -> Any:
@@ -47,20 +51,22 @@ class Outputs:
         if note:
             fig.text(0.99, 0.005, note, ha="right", va="bottom", fontsize=7, color="0.35", style="italic")
         paths = [self.figures / f"{name}.png", self.figures / f"{name}.svg"]
-        fig.savefig(paths[0], dpi=120, bbox_inches="tight")
-        fig.savefig(paths[1], bbox_inches="tight")
+        for path, kw in zip(paths, ({"dpi": 120, "format": "png"}, {"format": "svg"})):
+            with atomic_write(path, "wb") as fh:
+                fig.savefig(fh, bbox_inches="tight", **kw)
         return paths
 
     def table(self, df: Any, name: str) -> Path:
         """Save a DataFrame as ``<name>.parquet``."""
         path = self.artifacts / f"{name}.parquet"
-        df.to_parquet(path, index=False)
+        with atomic_write(path, "wb") as fh:
+            df.to_parquet(fh, index=False)
         return path
 
     def json(self, obj: Any, name: str) -> Path:
         """Save any JSON-able object (NaN becomes null) as ``<name>.json``."""
         path = self.artifacts / f"{name}.json"
-        path.write_text(json.dumps(_jsonable(obj), indent=2, sort_keys=True))
+        write_atomic(path, json.dumps(_jsonable(obj), indent=2, sort_keys=True))
         return path
 
     def headline(self, notebook: str, numbers: dict[str, Any], source: str = "run",
@@ -72,11 +78,10 @@ class Outputs:
         why a number is empty (None/NaN) in this run, so the report never shows a blank without a reason.
         """
         path = self.artifacts / "headlines" / f"{notebook}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
         record = {"notebook": notebook, "source": source, "sources": dict(sources or {}),
                   "reasons": dict(reasons or {}),
                   "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "numbers": numbers}
-        path.write_text(json.dumps(_jsonable(record), indent=2, sort_keys=True))
+        write_atomic(path, json.dumps(_jsonable(record), indent=2, sort_keys=True))
         return path
 
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from codegrep.config import cache_dir
+from codegrep.errors import atomic_write, write_atomic
 from codegrep.data.repos import commit_snapshot
 from codegrep.data.docstrings import (Docstring, find_docstrings, mask_code_names, plain_words, restore_diff,
                                       strip_docstrings)
@@ -222,12 +223,12 @@ def build_default_set(out_dir: Path, selection: SelectionConfig = DEFAULT_SELECT
     for pkg in tqdm(SOURCE_PACKAGES, desc="default task set", unit="repo"):
         rows.extend(build_package(pkg, repos_dir, selection))
     tasks_path = out_dir / "tasks.jsonl"
-    with open(tasks_path, "w", encoding="utf-8", newline="\n") as fh:
+    with atomic_write(tasks_path, "w", encoding="utf-8", newline="\n") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     info = {"build_version": BUILD_VERSION, "hash": version_hash(selection), "packages": installed_versions(),
             "selection": asdict(selection), "n_tasks": len(rows)}
-    (out_dir / "BUILD_INFO.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    write_atomic(out_dir / "BUILD_INFO.json", json.dumps(info, indent=2, sort_keys=True) + "\n")
     return DefaultSet(tasks_path, repos_dir)
 
 

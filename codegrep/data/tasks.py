@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from codegrep.errors import MAX_JSON_DEPTH, UserError, json_loads, read_text
+from codegrep.errors import MAX_JSON_DEPTH, UserError, atomic_write, json_loads, read_text
 from codegrep.data.patches import FileChange, gold_files_from_patch, patch_changes, patch_files  # noqa: F401
 
 if TYPE_CHECKING:
@@ -314,8 +314,7 @@ def load_tasks(source: str | os.PathLike, *, repos: Sequence[str] | None = None,
 def save_tasks(tasks: Sequence[Task], path: str | os.PathLike) -> Path:
     """Write tasks as JSONL (one ``Task.to_dict`` per line)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+    with atomic_write(path, "w", encoding="utf-8", newline="\n") as fh:
         for t in tasks:
             fh.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
     return path

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from codegrep.env.gitcmd import git, resolve_commit
+from codegrep.errors import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class WorktreePool:
 
     def _create(self, key: str, git_dir: Path, sha: str, hold_fd: int) -> None:
         path = self.root / key
-        (self.root / "mirrors" / self.mirror_id(git_dir)).write_text(str(git_dir))
+        write_atomic(self.root / "mirrors" / self.mirror_id(git_dir), str(git_dir))
         with self._gitlock(git_dir) as gitlock_fd:
             if path.exists() or os.path.lexists(path):
                 self._remove_worktree(git_dir, path)

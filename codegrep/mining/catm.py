@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from codegrep.errors import atomic_write, write_atomic
 from codegrep.mining import inputs
 from codegrep.mining.records import SupervisionRecord
 from codegrep.mining.runner import MineOptions, _results, mine_files
@@ -136,16 +137,17 @@ def mine_profile(cfg: dict[str, Any], out: Any) -> MiningResult:
                               repos=sec.get("repos"), demonstrations=sec.get("demonstrations", True))
         stats = mine_files(paths, rec_path, demo_path, options, workers=int(sec.get("workers", 1)),
                            resolved_only=bool(sec.get("resolved_only", False)))
-        stats_path.write_text(json.dumps(stats, indent=2))
+        write_atomic(stats_path, json.dumps(stats, indent=2))
         df = records_frame(rec_path)
-        df.to_parquet(work / "records.parquet", index=False)
+        with atomic_write(work / "records.parquet") as fh:
+            df.to_parquet(fh, index=False)
         agg = aggregate(json.loads(line) for line in open(rec_path) if line.strip())
         import pandas as pd
 
-        pd.DataFrame([{**a, "target_votes": json.dumps(a["target_votes"]),
-                       "context_votes": json.dumps(a["context_votes"])} for a in agg]).to_parquet(
-            work / "aggregate.parquet", index=False)
-        key_path.write_text(key)
+        with atomic_write(work / "aggregate.parquet") as fh:
+            pd.DataFrame([{**a, "target_votes": json.dumps(a["target_votes"]),
+                           "context_votes": json.dumps(a["context_votes"])} for a in agg]).to_parquet(fh, index=False)
+        write_atomic(key_path, key)  # last: marks the cache complete
     import pandas as pd
 
     return MiningResult(rec_path, demo_path, stats, pd.read_parquet(work / "records.parquet"),

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codegrep.data.tasks import Task
+from codegrep.errors import atomic_write, write_atomic
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
                                         read_text, snapshot_key)
@@ -172,8 +173,9 @@ class DenseRetriever:
                 else:
                     files, owners, emb = self.embed_checkout(checkout)
                     path.mkdir(parents=True, exist_ok=True)
-                    np.savez(path / "chunks.npz", owners=owners, emb=emb)
-                    (path / "files.json").write_text(json.dumps(files))  # written last: marks the cache complete
+                    with atomic_write(path / "chunks.npz") as fh:
+                        np.savez(fh, owners=owners, emb=emb)
+                    write_atomic(path / "files.json", json.dumps(files))  # written last: marks the cache complete
                     prune_live_siblings(path)
                     self._loaded[key] = (files, owners, emb)
             return self._loaded[key]

@@ -84,7 +84,8 @@ def run_bench(args: argparse.Namespace) -> int:
                        repo=args.repo, seed=args.seed)
     text = json.dumps(result, indent=2)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        from codegrep.errors import write_atomic
+
+        write_atomic(args.out, text + "\n")
     print(text)
     return 0
