@@ -234,6 +234,18 @@ def _write_error(path: Path, exc: OSError) -> UserError:
 
 
 @contextlib.contextmanager
+def write_errors(path: "str | os.PathLike", note: str = "") -> Iterator[None]:
+    """Turn an ``OSError`` of writing ``path`` that names no file (no space, file too large: ``write`` and
+    ``flush`` do not say which file) into a :class:`UserError` naming ``path`` (and ``note``)."""
+    try:
+        yield
+    except OSError as exc:
+        if getattr(exc, "filename", None) is not None:
+            raise
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc}){note}") from None
+
+
+@contextlib.contextmanager
 def atomic_write(path: "str | os.PathLike", mode: str = "wb", **open_kwargs: Any) -> Iterator[IO]:
     """Write ``path`` through a temporary sibling renamed into place on success: a reader (or a killed or
     failed run) sees the previous file whole or the new one whole, never half of one.

@@ -269,7 +269,7 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
 
     from tqdm.auto import tqdm
 
-    from codegrep.errors import atomic_write
+    from codegrep.errors import atomic_write, write_errors
 
     tasks = list(tasks)[:limit] if limit else list(tasks)
     out_path = Path(out_path)
@@ -313,8 +313,9 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
             for row in done.values():
                 fh.write(json.dumps(row, default=str) + "\n")
             fh.flush()
-        with partial.open("a", encoding="utf-8") as fh, tqdm(total=len(todo), desc=f"evaluate {retriever.name}",
-                                                             disable=not progress) as bar:
+        kept = f"; {out_path} is as it was, and the rows computed so far are kept for the next run to resume"
+        with write_errors(out_path, kept), partial.open("a", encoding="utf-8") as fh, \
+                tqdm(total=len(todo), desc=f"evaluate {retriever.name}", disable=not progress) as bar:
             def record(row: dict[str, Any]) -> None:
                 with lock:
                     fh.write(json.dumps(row, default=str) + "\n")
