@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+from glob import escape as glob_escape
 import linecache
 import math
 import os
@@ -265,6 +266,7 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", **open_kwargs: Any
         p.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{p}: cannot create its directory ({exc.strerror or exc})") from None
+    _remove_dead_temporaries(p)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         fh = open(tmp, mode, **open_kwargs)
@@ -286,6 +288,25 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", **open_kwargs: Any
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def _remove_dead_temporaries(path: Path) -> None:
+    """Remove the temporary siblings of ``path`` that killed runs left (their process no longer exists)."""
+    try:
+        leftovers = list(path.parent.glob(f".{glob_escape(path.name)}.*.tmp"))
+    except OSError:
+        return
+    for tmp in leftovers:
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        except OSError:  # alive, owned by another user
+            pass
 
 
 def write_atomic(path: "str | os.PathLike", data: "str | bytes") -> Path:
