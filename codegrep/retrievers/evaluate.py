@@ -233,20 +233,6 @@ def _checkout(task: Task, resolver: Any, pool: Any, needed: bool):
         yield Path(path)
 
 
-def _drop_partial_tail(path: Path) -> None:
-    """Cut a last line left without its newline by a killed run, so appended rows start on a fresh line."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):
-        tail = data[data.rfind(b"\n") + 1:]
-        try:  # a complete row that only lacks its newline (an edited file) is kept
-            complete = isinstance(json.loads(tail.decode("utf-8")), dict)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            complete = False
-        path.write_bytes(data + b"\n" if complete else data[: data.rfind(b"\n") + 1])
-
-
 def _default_pool():
     from codegrep.env.pool import WorktreePool
 
