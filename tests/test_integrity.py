@@ -364,8 +364,10 @@ CASES: list[Case] = [
     Case(5, "tool: deeply nested CALLS", ["tool", "--dir", T, DEEP], ["CALLS", "nested"]),
     Case(5, "tool: deeply nested CALLS object", ["tool", "--dir", T, '{"name": "grep", "arguments": ' +
                                                  '{"a": ' * 3000 + "1" + "}" * 3001], ["CALLS", "nested"]),
-    Case(5, "mine: deeply nested .json", [*MINE, "--out", f"{T}/m.jsonl", f"{T}/d.traj.json"],
-         ["d.traj.json", "nested too deeply"], {"d.traj.json": DEEP}),
+    Case(5, "mine: deeply nested .json (the previous output stays)", [*MINE, "--out", f"{T}/m.jsonl",
+                                                                      f"{T}/d.traj.json"],
+         ["d.traj.json", "nested too deeply"], {"d.traj.json": DEEP, "m.jsonl": "previous\n",
+                                                "m.demos.jsonl": "previous\n"}),
     Case(5, "mine: deeply nested .jsonl row", [*MINE, "--out", f"{T}/m.jsonl", f"{T}/d.jsonl"],
          ["d.jsonl:1", "nested too deeply"], {"d.jsonl": DEEP + "\n"}),
     Case(5, "mine: deeply nested row among good ones is counted", [*MINE, "--out", f"{T}/m.jsonl", "embedded",

@@ -228,7 +228,7 @@ def mine_files(paths: list[str], out_path: str | Path, demos_path: str | Path | 
     """Mine ``paths`` into ``out_path`` (records JSONL) and ``demos_path``; returns the stats.
 
     Raises ``NothingParsed`` (a ValueError) when rows were read but none parsed, or there was nothing to read;
-    the output files are still written (empty) and the message names the inputs and the first failures.
+    the message names the inputs and the first failures, and the output files are left as they were.
     An output that is an input (or both outputs one file) is refused before anything is opened; both outputs
     are written to temporary siblings and renamed into place only when the run completes.
     """
@@ -257,10 +257,11 @@ def mine_files(paths: list[str], out_path: str | Path, demos_path: str | Path | 
                 if demo_fh:
                     demo_fh.write(demo_bytes)
                 bar.update(unit_stats.read)
-    summary = stats.summary(time.perf_counter() - started, workers, len(files))
-    if not summary["parsed"]:
-        shown = " ".join("; ".join(summary["failures"][:3]).split()) or "no trajectory files found"
-        raise NothingParsed(f"0 of {summary['read']} trajectories parsed from {', '.join(map(str, paths))}: {shown}")
+        summary = stats.summary(time.perf_counter() - started, workers, len(files))
+        if not summary["parsed"]:  # raised before the renames: the previous outputs stay as they were
+            shown = " ".join("; ".join(summary["failures"][:3]).split()) or "no trajectory files found"
+            raise NothingParsed(f"0 of {summary['read']} trajectories parsed from {', '.join(map(str, paths))}: "
+                                f"{shown}")
     return summary
 
 
