@@ -234,6 +234,10 @@ def _write_error(path: Path, exc: OSError) -> UserError:
                      "(if any) is as it was")
 
 
+def _label(path: Path, label: "str | os.PathLike | None") -> Path:
+    return Path(label) if label is not None else path
+
+
 @contextlib.contextmanager
 def write_errors(path: "str | os.PathLike", note: str = "") -> Iterator[None]:
     """Turn an ``OSError`` of writing ``path`` that names no file (no space, file too large: ``write`` and
@@ -247,12 +251,14 @@ def write_errors(path: "str | os.PathLike", note: str = "") -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def atomic_write(path: "str | os.PathLike", mode: str = "wb", **open_kwargs: Any) -> Iterator[IO]:
+def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.PathLike | None" = None,
+                 **open_kwargs: Any) -> Iterator[IO]:
     """Write ``path`` through a temporary sibling renamed into place on success: a reader (or a killed or
     failed run) sees the previous file whole or the new one whole, never half of one.
 
     The one helper every output of the package goes through. A failure to write (no space, file too large,
-    permission) is a :class:`UserError` naming ``path``; on any failure the temporary file is removed.
+    permission) is a :class:`UserError` naming ``path`` (or ``label``, the file the user knows, when ``path`` is a
+    hidden working file); on any failure the temporary file is removed.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "x.txt"
@@ -265,13 +271,13 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", **open_kwargs: Any
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{p}: cannot create its directory ({exc.strerror or exc})") from None
+        raise UserError(f"{_label(p, label)}: cannot create its directory ({exc.strerror or exc})") from None
     _remove_dead_temporaries(p)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         fh = open(tmp, mode, **open_kwargs)
     except OSError as exc:
-        raise _write_error(p, exc) from None
+        raise _write_error(_label(p, label), exc) from None
     try:
         with fh:
             yield fh
@@ -283,7 +289,7 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", **open_kwargs: Any
             tmp.unlink()
         if getattr(exc, "filename", None) is not None and exc.filename != str(tmp):
             raise  # an error of another file (an input read while writing) names itself
-        raise _write_error(p, exc) from None
+        raise _write_error(_label(p, label), exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -137,6 +137,16 @@ def _stale_row(iid: str, gold: list[str], acc1: float, **extra) -> dict:
             "tokens": 0, "seconds": 0.0, "extra": {}, **extra}
 
 
+def _read_only_sys() -> None:
+    """Even root may not create files in /sys (EACCES): a permission error without changing permissions."""
+    try:
+        Path("/sys/codegrep-probe").write_text("x")
+    except OSError:
+        return
+    Path("/sys/codegrep-probe").unlink()
+    pytest.skip("/sys is writable here")
+
+
 def _prime_objects(tmp: Path) -> None:
     git_repo(tmp / "repo")
     assert codegrep(["tool", "--repo", "repo", CALL], tmp)[0] == 0
@@ -270,6 +280,10 @@ CASES: list[Case] = [
          [*ORACLE[:-1], f"{T}/r.jsonl"], ["r.jsonl", "cannot write", "File too large"],
          {"t.jsonl": jl(*({**GOOD, "instance_id": f"o__n-{i}", "problem_statement": "x" * 200} for i in range(9))),
           "r.jsonl": jl(_stale_row("o__n-0", ["a.py"], 0.0))}, preexec=small_disk(2000)),
+    Case(1, "mine --out where writing is not permitted", [*MINE, "--out", "/sys/codegrep-m.jsonl", "embedded"],
+         ["/sys/codegrep-m.jsonl", "cannot write"], setup=lambda tmp: _read_only_sys()),
+    Case(1, "evaluate --out where writing is not permitted", [*ORACLE[:-1], "/sys/codegrep-r.jsonl"],
+         ["/sys/codegrep-r.jsonl", "cannot write"], {"t.jsonl": jl(GOOD)}, setup=lambda tmp: _read_only_sys()),
     Case(1, "a successful mine replaces the previous output whole, no temporary left behind",
          [*MINE, "--out", f"{T}/m.jsonl", "embedded"], ["\"parsed\""], {"m.jsonl": "old\n"}, rc=0,
          changes=["m.jsonl", "m.demos.jsonl"], check=_whole_mine),

@@ -295,7 +295,7 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
 
     if todo:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_write(partial, "w", encoding="utf-8") as fh:  # the rows kept so far, then each new one
+        with atomic_write(partial, "w", label=out_path, encoding="utf-8") as fh:  # rows kept so far, then new ones
             for row in done.values():
                 fh.write(json.dumps(row, default=str) + "\n")
             fh.flush()
