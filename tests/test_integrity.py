@@ -603,13 +603,14 @@ def test_evaluate_reuses_a_row_whose_fingerprint_matches(tmp_path):
 
 # ------------------------------------------------------------------------------------- the MCP server
 
-MCP_DEEP = [  # (line, expected error code): each answered, the server keeps serving
+MCP_DEEP = [  # (line, expected error code): nested too deeply or too long; each answered, the server keeps serving
     (b"[" * 100_000 + b"]" * 100_000 + b"\n", -32700),
     (b"{" + b'"a":{' * 5000 + b"}" * 5001 + b"\n", -32700),
     (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "find_relevant_files", '
      b'"arguments": {"query": ' + b"[" * 2000 + b"]" * 2000 + b"}}}\n", -32700),
     (b'{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": ' + b"[" * 900 + b"]" * 900 + b"}\n", -32700),
     (b"[" * 70 + b"]" * 70 + b"\n", -32700),
+    (b'{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"x": "' + b"y" * (9 << 20) + b'"}}\n', -32700),
 ]
 
 

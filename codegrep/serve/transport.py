@@ -24,6 +24,8 @@ def _error(code: int, message: str, id_: Any = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
 
 
+MAX_LINE_BYTES = 8 << 20
+"""Longest message line read (8 MiB); a longer one is answered ``-32700`` without being held in memory."""
 MAX_DEPTH = 64
 """Deepest JSON nesting a message may have (MCP messages nest a few levels; a deeper line is refused unparsed,
 so neither the parser nor the SDK's validation recurses on it)."""
@@ -121,15 +123,26 @@ class CheckedLines:
         self._in, self._out = binary_in, out
         self.rejected = 0
 
+    async def _readline(self, limit: int) -> bytes:
+        """At most ``limit`` bytes of the next line (anyio's file wrapper has no size argument)."""
+        import anyio
+
+        return await anyio.to_thread.run_sync(self._in.wrapped.readline, limit)
+
     def __aiter__(self) -> "CheckedLines":
         return self
 
     async def __anext__(self) -> str:
         while True:
-            raw = await self._in.readline()
+            raw = await self._readline(MAX_LINE_BYTES + 1)
             if not raw:
                 raise StopAsyncIteration
-            reply = check_line(raw)
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):  # drop the rest unread, then answer
+                while (rest := await self._readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
+                reply = _error(PARSE_ERROR, f"Parse error: message longer than {MAX_LINE_BYTES} bytes")
+            else:
+                reply = check_line(raw)
             if reply is None:
                 if raw.strip():
                     return raw.decode("utf-8")
