@@ -147,6 +147,7 @@ class WorktreePool:
                     print(f"codegrep: worktree pool: {self.root / key} {damage}: rebuilt from git", file=sys.stderr)
                     ready.unlink()
                     self._create(key, git_dir, sha, hold.fd)
+                    self._checked.add(key)  # just made from git: whole
                     created = True
                 hold.unlock()
                 continue
@@ -158,6 +159,7 @@ class WorktreePool:
             hold.lock(fcntl.LOCK_EX)  # one creator; everyone else waits here
             if not ready.exists():
                 self._create(key, git_dir, sha, hold.fd)
+                self._checked.add(key)  # just made from git: whole
                 created = True
             hold.unlock()  # flock cannot downgrade atomically: loop and re-check under LOCK_SH
         if created:
