@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from codegrep.errors import positive_int
+from codegrep.errors import positive_int, write_atomic
 
 
 def register(subparsers: Any) -> None:
@@ -89,8 +89,7 @@ def cmd_downstream(args: argparse.Namespace) -> int:
     candidates = None if args.candidates.lower() == "none" else load_candidates(args.candidates)
     if args.from_output:
         results = _from_output(args, candidates)
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text("".join(json.dumps(r.to_row()) + "\n" for r in results))
+        write_atomic(args.out, "".join(json.dumps(r.to_row()) + "\n" for r in results))
     elif args.prepare_only:
         return _prepare_openhands(args, cfg, ds, candidates)
     else:
@@ -316,8 +315,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(json.dumps(brief), file=sys.stderr, flush=True)
             summary = _verify_summary(rows, bool(args.patch))
             if args.out:  # rewritten after every instance: a long measurement leaves a usable partial table
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                Path(args.out).write_text(json.dumps({
+                write_atomic(args.out, json.dumps({
                     "started": started, "updated": datetime.datetime.now(datetime.timezone.utc).strftime(
                         "%Y-%m-%dT%H:%MZ"), "command": "codegrep " + " ".join(sys.argv[1:]), "tasks": args.tasks,
                     "complete": len(rows) == len(tasks), "n_selected": len(tasks), "summary": summary,

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from codegrep.data.tasks import Task
+from codegrep.errors import write_atomic, write_errors
 
 NO_HINT = "none"
 
@@ -178,8 +179,8 @@ def load_or_write_plan(out: Path, plan: list[dict[str, Any]], settings: dict[str
                 fh.writelines(json.dumps(r) + "\n" for r in added)
         return old_plan + added
     out.mkdir(parents=True, exist_ok=True)
-    plan_path.write_text("".join(json.dumps(r) + "\n" for r in plan))
-    meta_path.write_text(json.dumps(settings, indent=1) + "\n")
+    write_atomic(plan_path, "".join(json.dumps(r) + "\n" for r in plan))
+    write_atomic(meta_path, json.dumps(settings, indent=1) + "\n")
     return plan
 
 
@@ -237,7 +238,8 @@ def run_experiment(tasks: Sequence[Task], agent: Any, config: HintExperimentConf
     by_id = {t.instance_id: t for t in tasks}
     results_path = out / "results.jsonl"
     todo = [p for p in pending(plan, read_jsonl(results_path), config.retry_failed) if p["instance_id"] in by_id]
-    with results_path.open("a") as fh:
+    # an append-only log (one complete line per finished row, flushed): a resumed run continues it
+    with write_errors(results_path), results_path.open("a") as fh:
         for row in tqdm(todo, desc="hint experiment", disable=not progress):
             res = run_one(agent, by_id[row["instance_id"]], row, verifier if config.verify else None)
             fh.write(json.dumps(res) + "\n")

@@ -7,6 +7,7 @@ as the paper does ("tokens on resolved instances").
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -14,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegrep.downstream.agents import DownstreamResult
+from codegrep.errors import atomic_write
 from codegrep.metrics import bootstrap_ci, dedupe, paired_bootstrap_diff
 
 
@@ -50,11 +52,8 @@ def run_downstream(tasks: Sequence[Any], agent: Any, candidates: dict[str, list[
         raise ValueError(f"agent {agent.name!r} can run none of the {len(tasks)} tasks "
                          "(the replay model needs instances with recorded trajectories)")
     results = []
-    fh = None
-    if out_path:
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        fh = Path(out_path).open("w")
-    try:
+    # the results file appears whole when the run ends (a killed run leaves the previous file as it was)
+    with (atomic_write(out_path, "w") if out_path else contextlib.nullcontext()) as fh:
         for task in tqdm(runnable, desc=f"downstream {agent.name}", disable=not progress):
             files = None if candidates is None else candidates.get(task.instance_id, [])
             res = agent.run(task, files)
@@ -62,10 +61,6 @@ def run_downstream(tasks: Sequence[Any], agent: Any, candidates: dict[str, list[
             results.append(res)
             if fh:
                 fh.write(json.dumps(res.to_row()) + "\n")
-                fh.flush()
-    finally:
-        if fh:
-            fh.close()
     return results
 
 

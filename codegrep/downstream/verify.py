@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from codegrep.data.tasks import Task
+from codegrep.errors import write_atomic
 
 RESOLVED_FULL = "RESOLVED_FULL"
 
@@ -359,8 +360,7 @@ class Verifier:
             reason = ""
         out = {"instance_id": task.instance_id, "trusted": not reason, "reason": reason,
                "gold": gold.to_row(), "none": none.to_row()}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out))
+        write_atomic(path, json.dumps(out))
         return out
 
     def verdict(self, task: Task, patch: str, label: str) -> Verdict:
