@@ -42,18 +42,16 @@ class ScriptedEpisode:
 
 
 def compact_call(term: str, kind: str) -> ToolCall:
-    """The short form of the heuristic's call for one term, easier for a small model to write: the literal
-    identifier (no anchors), the crude stem of a plain word case-insensitively, a glob for a file name.
+    """The heuristic's call for one term (``term_call``: a word-bounded literal for an identifier, a
+    case-insensitive stem for a plain word, a glob for a file name) without its default-valued arguments, so a
+    small model has less to write. (Dropping the ``\\b`` anchors too lowered the copier's P@1 on training tasks,
+    0.239 -> 0.174 with 6 terms, so they stay.)
 
     >>> [compact_call(*t).arguments for t in [("parse_args", "ident"), ("monitors", "word"), ("cli.py", "path")]]
-    [{'pattern': 'parse_args'}, {'pattern': 'monitor', 'ignore_case': True}, {'pattern': '**/cli.py'}]
+    [{'pattern': '\\\\bparse_args\\\\b'}, {'pattern': '\\\\bmonitor', 'ignore_case': True}, {'pattern': '**/cli.py'}]
     """
     call = term_call(term, kind)
-    if kind == "path":
-        return call
-    literal = call_term(call)
-    pattern = re.escape(literal) if re.escape(literal) != literal else literal  # a dotted name stays escaped
-    return ToolCall("grep", {"pattern": pattern, **({"ignore_case": True} if kind == "word" else {})})
+    return ToolCall(call.name, {k: v for k, v in call.arguments.items() if v is not False})
 
 
 _CALLED = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]{2,})\(")
@@ -77,16 +75,14 @@ def expert_terms(text: str, n: int) -> list[tuple[str, str]]:
     return sorted(kinds.items(), key=lambda tk: (rank[tk[1]], order.get(tk[0], len(order))))[:n]
 
 
-def first_calls(task_text: str, agent: AgentConfig, terms: int, skip: int = 0, compact: bool = True) -> list[ToolCall]:
-    """Turn 1 of a strategy: the calls for issue terms ``skip .. skip+terms`` of the VISIBLE issue
-    (:func:`compact_call` forms, or the heuristic's own ``term_call`` with ``compact=False``).
+def first_calls(task_text: str, agent: AgentConfig, terms: int, skip: int = 0) -> list[ToolCall]:
+    """Turn 1 of a strategy: the calls (:func:`compact_call`) for terms ``skip .. skip+terms`` of the VISIBLE issue.
 
     >>> [c.arguments["pattern"] for c in first_calls("Fix parse_args in cli.py now", AgentConfig(max_issue_chars=14), 3)]
-    ['parse_args']
+    ['\\\\bparse_args\\\\b']
     """
     found = expert_terms(visible_issue(task_text, agent), skip + terms)[skip:]
-    make = compact_call if compact else term_call
-    return [make(t, kind) for t, kind in found][: agent.max_calls_per_turn]
+    return [compact_call(t, kind) for t, kind in found][: agent.max_calls_per_turn]
 
 
 def choose(strategy: str, observation: str, gold: Sequence[str] = (), size: int = 1) -> list[str]:
@@ -105,9 +101,9 @@ def choose(strategy: str, observation: str, gold: Sequence[str] = (), size: int 
 
 
 def play(strategy: str, task: Any, env: Any, agent: AgentConfig, terms: int = 4, skip: int = 0,
-         size: int = 1, compact: bool = True) -> ScriptedEpisode:
+         size: int = 1) -> ScriptedEpisode:
     """Play one two-turn episode of ``strategy`` through ``apply_turn`` on ``env`` (a ``ToolEnvironment``)."""
-    calls = first_calls(task.problem_statement, agent, terms, skip, compact) or [ToolCall("glob", {"pattern": "**/*.py"})]
+    calls = first_calls(task.problem_statement, agent, terms, skip) or [ToolCall("glob", {"pattern": "**/*.py"})]
     first = tool_call_text(calls)
     turn1 = apply_turn(first, 1, agent, env.run_turn)
     observation = turn1.observation or ""
@@ -119,7 +115,6 @@ def play(strategy: str, task: Any, env: Any, agent: AgentConfig, terms: int = 4,
 
 def ceiling(tasks: Sequence[Any], resolver: Any, pool: Any, agents: dict[str, AgentConfig],
             strategies: Sequence[tuple[str, int, int]] = (("first-listed", 4, 1), ("oracle-shown", 4, 1)),
-            compact: Sequence[bool] = (True,),
             env_mode: str = "objects", tool_config: Any = None) -> list[dict[str, Any]]:
     """P@1 (and hit@size) each ``(strategy, terms, size)`` reaches under each named protocol setting, one row
     per (setting, strategy) with ``n`` tasks. Run on TRAINING tasks only: the protocol is chosen by it."""
@@ -130,9 +125,67 @@ def ceiling(tasks: Sequence[Any], resolver: Any, pool: Any, agents: dict[str, Ag
         gold = set(task.gold_files)
         with open_environment(task, resolver, pool, env_mode, tool_config) as env:
             for setting, agent in agents.items():
-                for (name, terms, size), short in ((s, c) for s in strategies for c in compact):
-                    ep = play(name, task, env, agent, terms=terms, size=size, compact=short)
-                    label = f"{name} ({terms} terms{'' if short else ', heuristic calls'})"
+                for name, terms, size in strategies:
+                    ep = play(name, task, env, agent, terms=terms, size=size)
+                    label = f"{name} ({terms} terms" + (f", submit {size})" if size > 1 else ")")
                     hits.setdefault((setting, label), []).append(
                         float(bool(ep.submitted) and ep.submitted[0] in gold))
     return [{"setting": s, "strategy": k, "n": len(v), "p_at_1": sum(v) / len(v)} for (s, k), v in hits.items()]
+
+
+def protocol_settings(agent: AgentConfig) -> dict[str, AgentConfig]:
+    """The protocol settings the ceiling compares: the profile's, the paper's tools on the same issue text, and
+    the smoke protocol before issue 27 (600 issue characters, 192 tokens split evenly, ``path:line:text`` greps)."""
+    from dataclasses import replace
+
+    paper = replace(agent, grep_view="lines", rank_files=0, max_call_tokens=None)
+    before = replace(paper, max_issue_chars=600, max_observation_tokens=192)
+    return {"profile": agent, "paper tools, same issue text": paper, "smoke before issue 27": before}
+
+
+def profile_ceiling(cfg: dict[str, Any], n: int = 40, seed: int = 0, baseline: bool = True) -> list[dict[str, Any]]:
+    """:func:`ceiling` on a seeded ``n`` of the profile's TRAIN split (half sympy where there are any), under
+    :func:`protocol_settings`; with ``baseline``, the grep heuristic's P@1 on the same tasks as a last row."""
+    import random
+
+    from codegrep.config import section
+    from codegrep.data.tasks import profile_tasks
+    from codegrep.env.pool import WorktreePool
+    from codegrep.env.tools import ToolConfig
+
+    tasks, resolver = profile_tasks(cfg, split="train", limit=None)
+    rng = random.Random(seed)
+    real = [t for t in tasks if not t.repo.startswith("codegrep-default/")]
+    other = [t for t in tasks if t.repo.startswith("codegrep-default/")]
+    k = min(len(real), n // 2)
+    chosen = rng.sample(real, k) + rng.sample(other, min(len(other), n - k))
+    env = section(cfg, "env")
+    pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
+    agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
+    rows = ceiling(chosen, resolver, pool, protocol_settings(agent),
+                   strategies=(("first-listed", 4, 1), ("first-listed", 6, 1), ("oracle-shown", 6, 1)),
+                   env_mode=env.get("mode", "objects"), tool_config=tools)
+    if baseline:
+        from codegrep.retrievers.registry import make_retriever
+
+        heuristic = make_retriever("grep-heuristic", cfg)
+        hits = []
+        for task in chosen:
+            with pool.acquire(resolver.resolve(task.repo, task.base_commit), task.base_commit) as path:
+                files = heuristic.retrieve(task, path).files
+            hits.append(float(bool(files) and files[0] in set(task.gold_files)))
+        rows.append({"setting": "(no protocol)", "strategy": "grep heuristic (baseline)", "n": len(hits),
+                     "p_at_1": sum(hits) / len(hits)})
+    for row in rows:
+        row["n_real"] = k
+    return rows
+
+
+def ceiling_table(rows: list[dict[str, Any]]) -> Any:
+    """The ceiling rows as a table: one row per strategy, one column per protocol setting (P@1), and n."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    table = df.pivot_table(index="strategy", columns="setting", values="p_at_1", sort=False).round(3)
+    table["n (real)"] = [f"{int(df[df.strategy == s].n.iloc[0])} ({int(df.n_real.iloc[0])})" for s in table.index]
+    return table.astype(object).where(table.notna(), "n/a")
