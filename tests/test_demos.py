@@ -58,8 +58,9 @@ def test_files_view_puts_the_defining_source_file_first_and_docs_last(env):
 def test_per_call_cap_leaves_later_calls_their_share():
     # one huge result and one small one: with the even split both get half; with a per-call cap the small
     # call keeps its whole output and the huge one is cut at the cap
-    calls = [ToolCall("grep", {"pattern": "a"}), ToolCall("grep", {"pattern": "b"})]
-    run = lambda cs: [ToolResult("grep", True, "x.py:1:" + "a" * 2000), ToolResult("grep", True, "y.py:1:b")]
+    def run(calls):
+        return [ToolResult("grep", True, "x.py:1:" + "a" * 2000), ToolResult("grep", True, "y.py:1:b")]
+
     out = apply_turn("".join(f'<tool_call>{{"name": "grep", "arguments": {{"pattern": "{p}"}}}}</tool_call>'
                              for p in "ab"), 1, AgentConfig(max_observation_tokens=100, max_call_tokens=20), run)
     first = out.observation.split("</tool_response>")[0]

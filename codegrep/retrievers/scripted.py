@@ -19,8 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from codegrep.agent.protocol import (AgentConfig, apply_turn, call_term, listed_files, tool_call_text,
-                                     visible_issue)
+from codegrep.agent.protocol import AgentConfig, apply_turn, listed_files, tool_call_text, visible_issue
 from codegrep.env.tools import ToolCall
 from codegrep.retrievers.heuristic import issue_terms, term_call
 
