@@ -25,8 +25,10 @@ from codegrep.data.tasks import Task
 from codegrep.env.tools import ToolCall
 
 SOURCES = ("synthetic", "recorded", "catm")
-VARIANTS = ((4, 0), (2, 0), (3, 1), (2, 2), (1, 0))
+VARIANTS = ((6, 0), (4, 0), (3, 1), (2, 0), (2, 2), (1, 0))
 """Expert variants ``(terms, skip)``: grep ``terms`` issue terms starting after the first ``skip``."""
+PER_TASK = 2
+"""Demonstrations kept per task at most (more tasks, fewer near-copies)."""
 
 
 def rejection_reason(calls: Sequence[ToolCall], observation: str, submitted: Sequence[str], gold: Sequence[str],
@@ -84,8 +86,8 @@ def task_order(tasks: Sequence[Task], seed: int = 0) -> list[Task]:
 
 
 def expert_task_demos(task: Task, env: Any, agent: AgentConfig, variants: Sequence[tuple[int, int]] = VARIANTS,
-                      counts: dict[str, int] | None = None) -> list[list[dict[str, str]]]:
-    """The kept (distinct, rejection-sampled) scripted-expert episodes of one task, as chats."""
+                      counts: dict[str, int] | None = None, per_task: int = PER_TASK) -> list[list[dict[str, str]]]:
+    """The kept (distinct, rejection-sampled) scripted-expert episodes of one task, as chats (``per_task`` at most)."""
     from codegrep.retrievers.scripted import play
 
     counts = counts if counts is not None else {}
@@ -93,6 +95,8 @@ def expert_task_demos(task: Task, env: Any, agent: AgentConfig, variants: Sequen
     seen: set[str] = set()
     out = []
     for terms, skip in variants:
+        if len(out) >= per_task:
+            break
         ep = play("first-listed", task, env, agent, terms=terms, skip=skip, size=1)
         if not ep.calls or ep.outputs[0] in seen:
             continue

@@ -288,9 +288,9 @@ def demonstrations(cg: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, ag
 
         whole = copy.deepcopy(cfg)  # the whole train split, not its seeded sample of GRPO prompts
         whole.setdefault("tasks", {}).setdefault("splits", {}).setdefault("train", {})["limit"] = None
-        pool_tasks = tasks if cg.train_tasks else profile_tasks(whole, split="train", limit=None)[0]
+        pool_tasks, pool_resolver = profile_tasks(whole, split="train", limit=None)
         groups["synthetic"] = build.expert_demonstrations(
-            [t for t in pool_tasks if t.instance_id not in exclude], resolver, pool, agent,
+            [t for t in pool_tasks if t.instance_id not in exclude], pool_resolver, pool, agent,
             limit=cg.sft_max_demos or None, seed=0, env_mode=env_sec.get("mode", "objects"), tool_config=tools)
     if "recorded" in sources:
         groups["recorded"] = build.recorded_demonstrations(cg, cfg, agent, exclude)
