@@ -139,6 +139,10 @@ class CodeGrepArgs:
         if len(self.efficiency_weights) != 3:
             raise ValueError(f"--efficiency_weights needs 3 numbers (rounds, calls, tokens), "
                              f"got {self.efficiency_weights}")
+        from codegrep.rl.rewards import RETRIEVAL_REWARDS
+
+        if self.retrieval_reward not in RETRIEVAL_REWARDS:
+            raise ValueError(f"--retrieval_reward {self.retrieval_reward!r}: expected one of {RETRIEVAL_REWARDS}")
 
     def run_name(self, seed: int) -> str:
         """The run's directory name.
