@@ -101,10 +101,14 @@ REQUIRED: dict[str, dict[str, Spec]] = {
         "tool_p50_ms": NONNEG, "tool_p99_ms": NONNEG, "loaded_p99_ms": NONNEG, "failures": COUNT0,
         "leaked_worktrees": ZERO, "recommended_mode": TEXT, "tasks": COUNT,
     },
-    "03_training": {  # issue 20
+    "03_training": {  # issues 20, 27
         "steps": COUNT, "train_seconds_per_step": Spec(0.0), "final_kl": NONNEG,
         "p_at_1_agent": PROB, "p_at_1_bm25": PROB, "p_at_1_diff": Spec(-1.0, 1.0),
         "p_at_1_diff_lo": Spec(-1.0, 1.0), "p_at_1_diff_hi": Spec(-1.0, 1.0), "n_eval_instances": COUNT,
+        "p_at_1_grep_heuristic": PROB, "n_eval_warm_start": COUNT, "n_eval_grpo": COUNT,
+        "precision_agent": PROB, "precision_at_agent_size_bm25": PROB,
+        "ceiling_p_at_1_copier": PROB, "ceiling_p_at_1_copier_paper_tools": PROB, "ceiling_p_at_1_gold_shown": PROB,
+        "ceiling_p_at_1_grep_heuristic_train": PROB, "ceiling_n_train_tasks": COUNT,
     },
     "04_ablation": {  # issue 15
         "kl_log_ratio_mean": SIGNED, "kl_log_ratio_lo": SIGNED, "kl_log_ratio_hi": SIGNED,
@@ -128,6 +132,12 @@ INTERVALS = {  # (value, lo, hi) triples that must be ordered when all three are
     "05_precision_threshold": [("threshold_replay", "threshold_replay_lo", "threshold_replay_hi"),
                                ("threshold_observational", "threshold_observational_lo",
                                 "threshold_observational_hi")],
+}
+
+
+EQUAL = {  # keys that must hold the same value: the warm start and the GRPO policy are each evaluated on every
+    # held-out instance (issue 27; only the untrained policy may stay on a subset)
+    "03_training": [("n_eval_warm_start", "n_eval_grpo", "n_eval_instances")],
 }
 
 
@@ -163,6 +173,10 @@ def check_headline(name: str, record: dict) -> list[str]:
         recorded = (record.get("sources") or {}).get(key, record.get("source"))
         if key in numbers and recorded != kind:
             problems.append(f"{name}: {key} must be labelled {kind!r}, recorded as {recorded!r}")
+    for keys in EQUAL.get(name, []):
+        values = [numbers.get(k) for k in keys]
+        if all(v is not None for v in values) and len(set(values)) > 1:
+            problems.append(f"{name}: {', '.join(keys)} differ: {values}")
     for v, lo, hi in INTERVALS.get(name, []):
         triple = [numbers.get(k) for k in (v, lo, hi)]
         if all(isinstance(x, (int, float)) for x in triple) and not triple[1] <= triple[0] <= triple[2]:
@@ -189,6 +203,9 @@ def test_headline_check_can_fail():
                                                              {"numbers": labels, "source": "model"}))
     assert not any("labelled" in p for p in check_headline(
         "05_precision_threshold", {"numbers": labels, "source": "model", "sources": {"threshold_observational": "fit"}}))
+    assert any("differ" in p for p in check_headline("03_training", {"numbers": {
+        "n_eval_warm_start": 16, "n_eval_grpo": 86, "n_eval_instances": 86}}))
+    assert any("ceiling_p_at_1_copier missing" in p for p in check_headline("03_training", {"numbers": {}}))
     assert check_headline("04_ablation", {"numbers": {"kl_log_ratio_mean": 2.0, "kl_log_ratio_lo": -1.0,
                                                       "kl_log_ratio_hi": 1.0}})
 

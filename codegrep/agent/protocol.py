@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from codegrep.env.tools import ToolCall, ToolResult
 
 SUBMIT = "submit"
+GREP_VIEWS = ("lines", "files")
 CHARS_PER_TOKEN = 4  # tokenizer-free budget so env, trainer and endpoints truncate identically
 
 # Compact on purpose: the smoke model is 135M parameters and RL prompts must stay under ~400 tokens.
@@ -47,6 +48,17 @@ class AgentConfig:
     """Issue text beyond this many characters is cut (keeps prompts short for small models)."""
     max_submit_files: int = 10
     """Submitted files beyond this rank are dropped."""
+    grep_view: str = "lines"
+    """How a grep result is shown: ``lines`` (the paper's ``path:line:text``, path order) or ``files`` (one line per
+    file, ``path (N hits, def)``: files with a ``def``/``class`` hit first, then source before tests, then by hits;
+    a change from the paper's tool, made so a small model can choose by copying the first file)."""
+    rank_files: int = 0
+    """When > 0, the observation of a turn with grep/glob calls opens with the top ``rank_files`` files of one
+    ranking over all its calls (the grep heuristic's turn-1 scoring: IDF-weighted hits, definition hits up, tests
+    down, docs out) — a change from the paper's tools; 0 = none, the paper's."""
+    max_call_tokens: int | None = None
+    """Cap of one call's output in approximate tokens (None = the turn budget shared evenly among the calls, the
+    paper's rule); the turn budget ``max_observation_tokens`` still bounds the whole observation."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, source: str = "agent") -> "AgentConfig":
@@ -62,6 +74,10 @@ class AgentConfig:
         from codegrep.config import config_fields, from_mapping
 
         return from_mapping(cls, d, source, ignore=config_fields(PolicyConfig))
+
+    def __post_init__(self) -> None:
+        if self.grep_view not in GREP_VIEWS:
+            raise ValueError(f"agent.grep_view must be one of {list(GREP_VIEWS)}, got {self.grep_view!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,11 +167,30 @@ def build_messages(task_text: str, config: AgentConfig | None = None) -> list[di
     (['system', 'user'], 'Issue:\\nxxxxxxxxxx [...]\\n\\nTurn 1 of 2.')
     """
     config = config or AgentConfig()
-    text = task_text.strip()
-    if len(text) > config.max_issue_chars:
-        text = text[: config.max_issue_chars] + " [...]"
+    text = visible_issue(task_text, config)
+    if len(text) < len(task_text.strip()):
+        text += " [...]"
     return [{"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Issue:\n{text}\n\n{turn_note(1, config.max_turns)}"}]
+
+
+def visible_issue(task_text: str, config: AgentConfig) -> str:
+    """The part of an issue the agent is shown (``max_issue_chars``); demonstrations take patterns only from it.
+
+    >>> visible_issue("  abcdef ", AgentConfig(max_issue_chars=4))
+    'abcd'
+    """
+    return task_text.strip()[: config.max_issue_chars]
+
+
+def tool_call_text(calls: Sequence[ToolCall]) -> str:
+    """Assistant text for a turn: one ``<tool_call>`` per line.
+
+    >>> tool_call_text([ToolCall("submit", {"files": ["a.py"]})])
+    '<tool_call>{"name": "submit", "arguments": {"files": ["a.py"]}}</tool_call>'
+    """
+    return "\n".join(f"<tool_call>{json.dumps({'name': c.name, 'arguments': c.arguments})}</tool_call>"
+                     for c in calls)
 
 
 def turn_note(turn: int, max_turns: int) -> str:
@@ -285,10 +320,12 @@ def describe_call(call: ToolCall) -> str:
 
 
 def format_observation(results: Sequence[ToolResult], calls: Sequence[ToolCall] | None = None,
-                       errors: Sequence[str] = (), max_tokens: int = 1024, note: str = "") -> str:
+                       errors: Sequence[str] = (), max_tokens: int = 1024, note: str = "",
+                       call_tokens: int | None = None) -> str:
     """The user message answering one turn: a ``<tool_response>`` per call, format errors, a turn note.
 
-    The budget (``max_tokens`` x 4 characters) is shared evenly among the calls.
+    The budget (``max_tokens`` x 4 characters) is shared evenly among the calls, or, with ``call_tokens``, each
+    call may use up to ``call_tokens`` x 4 characters of what the earlier calls left.
 
     >>> r = [ToolResult("glob", True, "a.py\\nb.py"), ToolResult("read", False, error="no such file")]
     >>> print(format_observation(r, [ToolCall("glob", {"pattern": "*.py"}), ToolCall("read", {"path": "c"})],
@@ -305,11 +342,16 @@ def format_observation(results: Sequence[ToolResult], calls: Sequence[ToolCall] 
     Format error: bad JSON
     Turn 2 of 4.
     """
-    budget = max_tokens * CHARS_PER_TOKEN // max(1, len(results))
+    left = max_tokens * CHARS_PER_TOKEN
+    budget = left // max(1, len(results))
     parts = []
     for i, result in enumerate(results):
         head = describe_call(calls[i]) + "\n" if calls is not None and i < len(calls) else ""
-        parts.append(f"<tool_response>\n{head}{_clip(result.text(), budget)}\n</tool_response>")
+        if call_tokens:
+            budget = max(0, min(call_tokens * CHARS_PER_TOKEN, left))
+        body = _clip(result.text(), budget)
+        left -= min(len(result.text()), budget)
+        parts.append(f"<tool_response>\n{head}{body}\n</tool_response>")
     parts += [f"Format error: {e}" for e in errors]
     if note:
         parts.append(note)
@@ -375,6 +417,113 @@ def apply_turn(output: str, number: int, config: AgentConfig,
     start = time.perf_counter()
     outcome.results = list(run_calls(outcome.calls)) if outcome.calls else []
     outcome.tool_s = time.perf_counter() - start
-    outcome.observation = format_observation(outcome.results, outcome.calls, outcome.errors,
-                                             config.max_observation_tokens, note=turn_note(number + 1, config.max_turns))
+    shown = [shape_result(c, r, config.grep_view) for c, r in zip(outcome.calls, outcome.results)]
+    outcome.observation = format_observation(shown, outcome.calls, outcome.errors, config.max_observation_tokens,
+                                             note=turn_note(number + 1, config.max_turns),
+                                             call_tokens=config.max_call_tokens)
+    ranked = ranked_files(outcome.calls, outcome.results, config.rank_files) if config.rank_files else []
+    if ranked:
+        outcome.observation = f"{_RANKED}{', '.join(ranked)}\n{outcome.observation}"
     return outcome
+
+
+_DEF_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
+
+
+def _defines(pattern: str, line: str) -> bool:
+    """Whether a hit line is a ``def``/``class`` line whose name the pattern matches.
+
+    >>> _defines(r"\\bfoo", "def foo_bar(x):"), _defines("foo", "def bar(foo):")
+    (True, False)
+    """
+    m = _DEF_LINE.match(line)
+    if not m:
+        return False
+    try:
+        return re.search(pattern, m.group(1)) is not None
+    except re.error:
+        return False
+_RANKED = "Files ranked by this turn's searches: "
+_FILE_ROW = re.compile(r"^(\S+) \(\d+ hits?")
+
+
+def shape_result(call: ToolCall, result: ToolResult, view: str = "lines") -> ToolResult:
+    """A result as the model sees it. ``lines`` leaves it; ``files`` turns a grep's ``path:line:text`` lines into
+    one row per file (``path (N hits, def)``): files with a hit on a ``def``/``class`` line first, then source
+    before tests, then most hits, then path. Counts are of the lines the tool returned (its own cap applies).
+
+    >>> r = ToolResult("grep", True, "tests/test_a.py:1:f()\\na.py:3:x = f()\\nb.py:9:def f():\\nb.py:12:f()")
+    >>> print(shape_result(ToolCall("grep", {"pattern": "f"}), r, "files").output)
+    b.py (2 hits, def)
+    a.py (1 hit)
+    tests/test_a.py (1 hit)
+    """
+    if view not in GREP_VIEWS:
+        raise ValueError(f"grep_view must be one of {GREP_VIEWS}, got {view!r}")
+    if view == "lines" or call.name != "grep" or not result.ok or result.output.startswith("No "):
+        return result
+    from codegrep.retrievers.heuristic import parse_hits
+    from codegrep.retrievers.query import FilePolicy, is_test_path
+
+    hits, total = parse_hits(result)
+    if not hits:
+        return result
+    shown = sum(map(len, hits.values()))
+    policy = FilePolicy()
+    has_def = {p: any(_defines(call.arguments.get("pattern", ""), s) for s in lines) for p, lines in hits.items()}
+    order = sorted(hits, key=lambda p: (not policy.keeps(p), not has_def[p], is_test_path(p), -len(hits[p]), p))
+    rows = [f"{p} ({len(hits[p])} hit{'s' * (len(hits[p]) > 1)}{', def' * has_def[p]})" for p in order]
+    if total > shown:
+        rows.append(f"[hits counted in the first {shown} of {total} lines]")
+    return ToolResult(result.name, True, "\n".join(rows), truncated=result.truncated)
+
+
+def call_term(call: ToolCall) -> str:
+    r"""The literal a grep/glob call looks for (``\b`` anchors and escapes removed; a glob's file name).
+
+    >>> call_term(ToolCall("grep", {"pattern": r"\bparse_args\b"})), call_term(ToolCall("glob", {"pattern": "**/cli.py"}))
+    ('parse_args', 'cli.py')
+    """
+    raw = call.arguments.get("pattern", "")
+    if call.name == "glob":
+        return raw.rsplit("/", 1)[-1]
+    return re.sub(r"\\(.)", r"\1", raw.replace(r"\b", ""))
+
+
+def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: int) -> list[str]:
+    """The top files of one ranking over a turn's grep/glob results: the grep heuristic's turn-1 score
+    (``HeuristicRetriever.score``; a case-insensitive grep counts as a plain word, a glob as a path).
+
+    >>> calls = [ToolCall("grep", {"pattern": "f"}), ToolCall("grep", {"pattern": "g"})]
+    >>> res = [ToolResult("grep", True, "a.py:1:f()\\nb.py:2:def f():"), ToolResult("grep", True, "b.py:5:g")]
+    >>> ranked_files(calls, res, 5)
+    ['b.py', 'a.py']
+    """
+    from codegrep.retrievers.heuristic import HeuristicRetriever
+
+    terms, kept = [], []
+    for call, result in zip(calls, results):
+        if call.name in ("grep", "glob"):
+            term = call_term(call)
+            kind = "path" if call.name == "glob" else "word" if call.arguments.get("ignore_case") else "ident"
+            terms.append((term, kind))
+            kept.append(result)
+    scores, _ = HeuristicRetriever().score(terms, kept)
+    return sorted(scores, key=lambda p: (-scores[p], p))[:top]
+
+
+def listed_files(observation: str) -> list[str]:
+    """Files an observation shows, in order of first appearance (``files`` rows, ``path:line:`` hits, glob lines).
+
+    >>> listed_files("<tool_response>\\ngrep pattern=\\"f\\"\\nb.py (2 hits, def)\\na.py (1 hit)\\n</tool_response>")
+    ['b.py', 'a.py']
+    """
+    out: dict[str, None] = {}
+    for line in observation.splitlines():
+        if line.startswith(_RANKED):
+            out.update(dict.fromkeys(line[len(_RANKED):].split(", ")))
+            continue
+        m = _FILE_ROW.match(line) or re.match(r"^([\w./-]+\.\w+)(?::\d+[:-]|$)", line)
+        if m:
+            out.setdefault(m.group(1), None)
+    return list(out)

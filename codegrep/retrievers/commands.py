@@ -116,7 +116,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_evaluate)
 
 
+def _bench_ceiling(args: argparse.Namespace) -> int:
+    from codegrep.config import load_profile
+    from codegrep.retrievers.scripted import ceiling_table, profile_ceiling
+
+    print(ceiling_table(profile_ceiling(load_profile(args.profile), args.tasks, args.seed)).to_string())
+    return 0
+
+
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
+    p = bench_subparsers.add_parser("ceiling", help="P@1 scripted strategies reach through the agent's turn function "
+                                    "on TRAINING tasks, per protocol setting (chooses the protocol)")
+    p.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
+    p.add_argument("--tasks", type=positive_int, default=40, help="seeded train-split tasks (half real where any)")
+    p.add_argument("--seed", type=int, default=0, help="seed of that sample")
+    p.set_defaults(func=_bench_ceiling)
     p = bench_subparsers.add_parser("retrieve", help="bm25 index/query speed vs a naive baseline; agent overhead")
     p.add_argument("--files", type=positive_int, default=2000, help="files in the benchmark repository")
     p.add_argument("--queries", type=positive_int, default=50, help="queries timed per index (default: 50)")

@@ -33,6 +33,8 @@ class EpisodeScore:
     """Weighted, normalised mix of rounds, tool calls and tokens (see :func:`efficiency_cost`)."""
     submitted: bool
     """Whether the episode ended with a ``submit`` call."""
+    retrieval: float = 0.0
+    """The retrieval reward trained on: ``f_beta``, or ``rank_credit`` (see :func:`rank_credit`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,6 +55,33 @@ def retrieval_scores(submitted: Sequence[str] | None, targets: Sequence[str],
         return 0.0, 0.0, 0.0
     p, r = precision_recall(list(submitted), list(targets))
     return p, r, f_beta(p, r, beta)
+
+
+RETRIEVAL_REWARDS = ("f_beta", "rank")
+
+
+def rank_credit(submitted: Sequence[str] | None, targets: Sequence[str], shown: Sequence[str] = (),
+                seen: float = 0.25) -> float:
+    """A retrieval reward a weak policy can move: ``1 / rank`` of the first target file in the submission (1 when
+    it is first: P@1), else ``seen`` when the episode submitted something and one of its observations showed a
+    target file (it searched well but chose badly), else 0. No submission scores 0.
+
+    >>> rank_credit(["a.py", "b.py"], ["a.py"]), rank_credit(["b.py", "a.py"], ["a.py"])
+    (1.0, 0.5)
+    >>> rank_credit(["b.py"], ["a.py"], shown=["c.py", "a.py"]), rank_credit(["b.py"], ["a.py"])
+    (0.25, 0.0)
+    >>> rank_credit(None, ["a.py"], shown=["a.py"]), rank_credit(["./a.py"], ["a.py"])
+    (0.0, 1.0)
+    """
+    from codegrep.metrics import normalize_path
+
+    if not submitted:
+        return 0.0
+    gold = {normalize_path(t) for t in targets}
+    for rank, path in enumerate(submitted, 1):
+        if normalize_path(path) in gold:
+            return 1.0 / rank
+    return float(seen) if any(normalize_path(p) in gold for p in shown) else 0.0
 
 
 def format_score(submitted: Sequence[str] | None, parse_errors: int, rounds: int) -> float:
@@ -96,28 +125,35 @@ def efficiency_cost(rounds: int, tool_calls: int, tokens: int,
 def score_episode(submitted: Sequence[str] | None, targets: Sequence[str], *, rounds: int,
                   tool_calls: int, tokens: int, parse_errors: int, beta: float = 0.5,
                   cost_weights: Sequence[float] = (1.0, 0.0, 0.0),
-                  cost_scales: Sequence[float] = (4.0, 32.0, 1024.0)) -> EpisodeScore:
-    """All reward components of one episode.
+                  cost_scales: Sequence[float] = (4.0, 32.0, 1024.0), reward: str = "f_beta",
+                  shown: Sequence[str] = (), seen: float = 0.25) -> EpisodeScore:
+    """All reward components of one episode; ``reward`` picks the retrieval reward (``f_beta`` or ``rank``).
 
     >>> s = score_episode(["a.py"], ["a.py"], rounds=2, tool_calls=3, tokens=100, parse_errors=0)
-    >>> s.f_beta, s.format, s.efficiency_cost, s.submitted
-    (1.0, 1.0, 0.5, True)
+    >>> s.f_beta, s.format, s.efficiency_cost, s.submitted, s.retrieval
+    (1.0, 1.0, 0.5, True, 1.0)
+    >>> score_episode(["b.py"], ["a.py"], rounds=2, tool_calls=1, tokens=9, parse_errors=0, reward="rank",
+    ...               shown=["a.py"]).retrieval
+    0.25
     """
+    if reward not in RETRIEVAL_REWARDS:
+        raise ValueError(f"retrieval reward must be one of {RETRIEVAL_REWARDS}, got {reward!r}")
     p, r, f = retrieval_scores(submitted, targets, beta)
+    credit = f if reward == "f_beta" else rank_credit(submitted, targets, shown, seen)
     return EpisodeScore(precision=p, recall=r, f_beta=f, format=format_score(submitted, parse_errors, rounds),
                         rounds=rounds, tool_calls=tool_calls, tokens=tokens,
                         efficiency_cost=efficiency_cost(rounds, tool_calls, tokens, cost_weights, cost_scales),
-                        submitted=submitted is not None)
+                        submitted=submitted is not None, retrieval=credit)
 
 
 # TRL reward functions: they read the per-episode numbers the rollout returned as extra fields.
-def retrieval_reward(completions: list, f_beta: list[float], **_: Any) -> list[float]:
-    """Retrieval F-beta per completion.
+def retrieval_reward(completions: list, retrieval: list[float], **_: Any) -> list[float]:
+    """Retrieval reward per completion (F-beta or the rank credit, ``EpisodeScore.retrieval``).
 
-    >>> retrieval_reward([None, None], f_beta=[0.5, 1.0])
+    >>> retrieval_reward([None, None], retrieval=[0.5, 1.0])
     [0.5, 1.0]
     """
-    return [float(x) for x in f_beta]
+    return [float(x) for x in retrieval]
 
 
 def format_reward(completions: list, format: list[float], **_: Any) -> list[float]:

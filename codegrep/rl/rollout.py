@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from codegrep.agent.protocol import AgentConfig, apply_turn
+from codegrep.agent.protocol import AgentConfig, apply_turn, listed_files
 from codegrep.data.tasks import Task
 from codegrep.rl.rewards import EpisodeScore, score_episode
 
@@ -31,6 +31,7 @@ class Episode:
     generated: int = 0
     parse_errors: int = 0
     submitted: list[str] | None = None
+    shown: list[str] = field(default_factory=list)
     done: bool = False
 
     def add(self, ids: Sequence[int], trained: bool, logprobs: Sequence[float] | None = None) -> None:
@@ -63,11 +64,13 @@ class RolloutRunner:
 
     def __init__(self, tasks: Sequence[Task], resolver: Any, pool: Any, agent: AgentConfig, *,
                  env_mode: str = "worktree", tool_config: Any = None, fbeta: float = 0.5,
-                 cost_weights: Sequence[float] = (1, 0, 0), cost_scales: Sequence[float] = (4, 32, 1024)) -> None:
+                 cost_weights: Sequence[float] = (1, 0, 0), cost_scales: Sequence[float] = (4, 32, 1024),
+                 reward: str = "f_beta", seen_credit: float = 0.25) -> None:
         self.tasks = {t.instance_id: t for t in tasks}
         self.resolver, self.pool, self.agent = resolver, pool, agent
         self.env_mode, self.tool_config = env_mode, tool_config
         self.fbeta, self.cost_weights, self.cost_scales = fbeta, tuple(cost_weights), tuple(cost_scales)
+        self.reward, self.seen_credit = reward, seen_credit
 
     def __call__(self, prompts: list[list[dict[str, str]]], trainer: Any) -> dict[str, Any]:
         from codegrep.env.tools import open_environment
@@ -98,7 +101,7 @@ class RolloutRunner:
                                "env_mask": [e.env_mask for e in episodes],
                                "logprobs": None if any(e.logprobs is None for e in episodes)
                                else [e.logprobs for e in episodes]}
-        for name in ("f_beta", "format", "efficiency_cost"):
+        for name in ("retrieval", "format", "efficiency_cost"):
             out[name] = [getattr(s, name) for s in scores]
         return out
 
@@ -121,6 +124,7 @@ class RolloutRunner:
             if outcome.done:
                 episode.done = True
                 continue
+            episode.shown += listed_files(outcome.observation)
             episode.add(observation_ids(tok, outcome.observation, after_eos=bool(ids) and ids[-1] in eos),
                         trained=False)
 
@@ -128,4 +132,5 @@ class RolloutRunner:
         return score_episode(episode.submitted, task.gold_files, rounds=episode.rounds,
                              tool_calls=episode.tool_calls, tokens=episode.generated,
                              parse_errors=episode.parse_errors, beta=self.fbeta,
-                             cost_weights=self.cost_weights, cost_scales=self.cost_scales)
+                             cost_weights=self.cost_weights, cost_scales=self.cost_scales, reward=self.reward,
+                             shown=episode.shown, seen=self.seen_credit)

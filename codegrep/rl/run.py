@@ -193,7 +193,7 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
                                       agent.max_turns * grpo.max_completion_length]
     rollout = RolloutRunner(tasks, resolver, pool, agent, env_mode=env_sec.get("mode", "worktree"),
                             tool_config=tools, fbeta=cg.fbeta, cost_weights=cg.efficiency_weights,
-                            cost_scales=scales)
+                            cost_scales=scales, reward=cg.retrieval_reward, seen_credit=cg.seen_credit)
     data = Dataset.from_list([{"prompt": build_messages(t.problem_statement, agent), "instance_id": t.instance_id}
                               for t in tasks])
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -274,25 +274,31 @@ def demonstrations(cg: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, ag
                    tools: Any, exclude: set[str], sources: list[str] | None = None) -> list[dict[str, Any]]:
     """The warm start's demonstrations (``{"source", "instance_id", "messages"}``): every requested source,
     evaluation instances dropped, then ``sft_max_demos`` taken from the sources in turn (equal shares)."""
-    from codegrep.rl import sft
+    from codegrep.rl import demos as build
 
     sources = list(sources or cg.sft_sources)
-    unknown = sorted(set(sources) - set(sft.SOURCES))
+    unknown = sorted(set(sources) - set(build.SOURCES))
     if unknown:
-        raise ValueError(f"sft_sources: unknown source(s) {unknown}; expected some of {list(sft.SOURCES)}")
+        raise ValueError(f"sft_sources: unknown source(s) {unknown}; expected some of {list(build.SOURCES)}")
     groups: dict[str, list[dict[str, Any]]] = {}
-    if "synthetic" in sources:  # scripted episodes cost a checkout each: build only as many as can be used
-        scripted = [t for t in tasks if t.instance_id not in exclude][: cg.sft_max_demos or None]
-        groups["synthetic"] = [{"source": "synthetic", "instance_id": t.instance_id, "messages": m}
-                               for t, m in zip(scripted, sft.synthetic_demonstrations(
-                                   scripted, resolver, pool, agent, env_sec.get("mode", "worktree"), tools))]
+    if "synthetic" in sources:  # scripted-expert episodes, rejection sampled; every train-split task may serve
+        import copy
+
+        from codegrep.data.tasks import profile_tasks
+
+        whole = copy.deepcopy(cfg)  # the whole train split, not its seeded sample of GRPO prompts
+        whole.setdefault("tasks", {}).setdefault("splits", {}).setdefault("train", {})["limit"] = None
+        pool_tasks, pool_resolver = profile_tasks(whole, split="train", limit=None)
+        groups["synthetic"] = build.expert_demonstrations(
+            [t for t in pool_tasks if t.instance_id not in exclude], pool_resolver, pool, agent,
+            limit=cg.sft_max_demos or None, seed=0, env_mode=env_sec.get("mode", "objects"), tool_config=tools)
     if "recorded" in sources:
-        groups["recorded"] = sft.recorded_demonstrations(cg, cfg, agent, exclude)
+        groups["recorded"] = build.recorded_demonstrations(cg, cfg, agent, exclude)
     if "catm" in sources:
-        groups["catm"] = sft.catm_demonstrations(cfg, Path(cg.out).parent)
+        groups["catm"] = build.catm_demonstrations(cfg, Path(cg.out).parent)
     for name in groups:
         groups[name] = [d for d in groups[name] if d["instance_id"] not in exclude]
-    return sft.mix(groups, cg.sft_max_demos)
+    return build.mix(groups, cg.sft_max_demos)
 
 
 def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, agent: Any,

@@ -1,142 +1,17 @@
 """Supervised warm start (TRL ``SFTTrainer``, assistant tokens only) on demonstrations.
 
-Three sources, all in the agent's tool-call format (chat ``messages``):
-
-* ``recorded``: real mini-swe-agent runs (the shipped 400, or ``recorded_runs``) converted to this
-  protocol by :mod:`codegrep.mining.explore`: the run's own greps/finds/reads grouped into parallel turns,
-  observations from the recording cut as the live tools cut them, ending with the run's CATM target files.
-  Runs on evaluation instances are excluded.
-* ``catm``: demonstrations mined by the CATM stage (``codegrep.mining.catm``; observations replayed or
-  placeholders).
-* ``synthetic``: oracle-guided scripted episodes on the profile's TRAIN split. Not learned and
-  not a model's output: turn 1 greps identifiers taken from the issue text (real ripgrep over the real
-  checkout, preferring patterns whose hits include a target file), turn 2 submits the target files.
-  They teach the format and the grep-then-submit pattern; they are labelled synthetic wherever used.
-
-The untrained 135M model never emits a tool call, so without a warm start every GRPO reward is 0.
+The demonstrations themselves (scripted-expert episodes, converted recorded runs, CATM) are built by
+:mod:`codegrep.rl.demos`. The untrained 135M model never emits a tool call, so without a warm start every GRPO
+reward is 0.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from codegrep.agent.protocol import AgentConfig, build_messages, format_observation, turn_note
-from codegrep.data.tasks import Task
-from codegrep.env.tools import ToolCall
-
-SOURCES = ("synthetic", "recorded", "catm")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
-_STOP = set("""this that with from into when then than there their which while where what will would should could
-have been being also only each every other such some more most these those them they your about after before
-above below under over between value values return returns given using used uses code file files function method
-class object none true false default described removed source docstring find below""".split())
-
-
-def issue_identifiers(text: str, limit: int = 8) -> list[str]:
-    """Candidate grep patterns from an issue: code-like words first (snake_case, CamelCase), then long words.
-
-    >>> issue_identifiers("The parse_known_args helper of ArgumentParser returns the remaining flags")
-    ['parse_known_args', 'ArgumentParser', 'remaining', 'helper', 'flags']
-    """
-    seen: dict[str, None] = {}
-    for w in _WORD.findall(text):
-        if w.lower() not in _STOP:
-            seen.setdefault(w, None)
-
-    def rank(w: str) -> tuple[int, int]:
-        code_like = "_" in w or (any(c.isupper() for c in w[1:]) and not w.isupper())
-        return (0 if code_like else 1, -len(w))
-
-    return sorted(seen, key=rank)[:limit]
-
-
-def tool_call_text(calls: Sequence[ToolCall]) -> str:
-    """Assistant text for a turn: one ``<tool_call>`` per line.
-
-    >>> tool_call_text([ToolCall("submit", {"files": ["a.py"]})])
-    '<tool_call>{"name": "submit", "arguments": {"files": ["a.py"]}}</tool_call>'
-    """
-    return "\n".join(f"<tool_call>{json.dumps({'name': c.name, 'arguments': c.arguments})}</tool_call>"
-                     for c in calls)
-
-
-def scripted_episode(task: Task, env: Any, agent: AgentConfig, n_patterns: int = 2) -> list[dict[str, str]]:
-    """One oracle-guided demonstration: grep issue identifiers (real results), then submit the targets."""
-    candidates = [ToolCall("grep", {"pattern": re.escape(w), "include": "*.py"})
-                  for w in issue_identifiers(task.problem_statement)] or [ToolCall("glob", {"pattern": "**/*.py"})]
-    results = env.run_turn(candidates)
-    gold = set(task.gold_files)
-
-    def usefulness(k: int) -> tuple[int, int]:  # hits a target first, then fewest lines (most specific)
-        out = results[k].output if results[k].ok else ""
-        return (0 if any(g in out for g in gold) else 1, len(out.splitlines()) or 10**6)
-
-    chosen = sorted(sorted(range(len(candidates)), key=usefulness)[:n_patterns])
-    calls, answers = [candidates[k] for k in chosen], [results[k] for k in chosen]
-    messages = build_messages(task.problem_statement, agent)
-    observation = format_observation(answers, calls, max_tokens=agent.max_observation_tokens,
-                                     note=turn_note(2, agent.max_turns))
-    return messages + [{"role": "assistant", "content": tool_call_text(calls)},
-                       {"role": "user", "content": observation},
-                       {"role": "assistant", "content": tool_call_text(
-                           [ToolCall("submit", {"files": list(task.gold_files)})])}]
-
-
-def synthetic_demonstrations(tasks: Sequence[Task], resolver: Any, pool: Any, agent: AgentConfig,
-                             env_mode: str = "worktree", tool_config: Any = None) -> list[list[dict[str, str]]]:
-    """One scripted episode per task (see the module docstring), in the tasks' order."""
-    from tqdm.auto import tqdm
-
-    from codegrep.env.tools import open_environment
-
-    demos = []
-    for task in tqdm(tasks, desc="synthetic demonstrations", unit="task"):
-        with open_environment(task, resolver, pool, env_mode, tool_config) as env:
-            demos.append(scripted_episode(task, env, agent))
-    return demos
-
-
-def catm_demonstrations(cfg: dict[str, Any], artifacts: Path) -> list[dict[str, Any]]:
-    """Demonstrations mined by CATM for the profile (``codegrep.mining.catm.mine_profile``), with their ids."""
-    from codegrep.artifacts import Outputs
-    from codegrep.mining.catm import mine_profile
-
-    result = mine_profile(cfg, Outputs(artifacts, artifacts / "figures"))
-    path = Path(result.demonstrations_path)
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [{"source": "catm", "instance_id": r.get("instance_id", "") if isinstance(r, dict) else "",
-             "messages": r["messages"] if isinstance(r, dict) else r} for r in rows]
-
-
-def recorded_demonstrations(cg: Any, cfg: dict[str, Any], agent: AgentConfig,
-                            exclude: set[str]) -> list[dict[str, Any]]:
-    """Real recorded runs as demonstrations (``codegrep.mining.explore``); ``exclude`` runs are never read."""
-    from codegrep.data.shipped import trajectory_dirs
-    from codegrep.env.tools import ToolConfig
-    from codegrep.mining.explore import ConvertConfig, recorded_demonstrations as convert
-
-    demos, _ = convert(cg.recorded_runs or trajectory_dirs(), agent, exclude=exclude,
-                       config=ConvertConfig(max_calls=cg.recorded_max_calls),
-                       tools=ToolConfig.from_dict(cfg.get("env")))
-    return [{"source": "recorded", "instance_id": d["instance_id"], "messages": d["messages"]} for d in demos]
-
-
-def mix(groups: dict[str, list[dict[str, Any]]], limit: int | None) -> list[dict[str, Any]]:
-    """All demonstrations, or ``limit`` of them taken from the sources in turn (equal shares while they last).
-
-    >>> mix({"a": [1, 2, 3], "b": [9]}, 3), mix({"a": [1, 2]}, None)
-    ([1, 9, 2], [1, 2])
-    """
-    lists = [list(v) for v in groups.values()]
-    if not limit:
-        return [d for v in lists for d in v]
-    out: list[Any] = []
-    for i in range(max((len(v) for v in lists), default=0)):
-        out += [v[i] for v in lists if i < len(v)]
-    return out[:limit]
+from codegrep.rl.demos import SOURCES, catm_demonstrations, mix, recorded_demonstrations  # noqa: F401  (moved)
 
 
 def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -> str:

@@ -47,6 +47,12 @@ class CodeGrepArgs:
         "help": "Budgets normalising (rounds, calls, tokens); default (max_turns, max_turns*max_calls, "
                 "max_turns*max_completion_length)."})
     fbeta: float = field(default=0.5, metadata={"help": "β of the retrieval F-beta reward (<1 favours precision)."})
+    retrieval_reward: str = field(default="f_beta", metadata={
+        "help": "Retrieval reward trained on: 'f_beta', or 'rank' (1/rank of the first target file submitted, else "
+                "seen_credit when an observation showed a target; codegrep.rl.rewards.rank_credit)."})
+    seen_credit: float = field(default=0.25, metadata={
+        "help": "With retrieval_reward 'rank': credit of an episode that submitted a wrong file after an "
+                "observation showed a target file."})
     format_weight: float = field(default=0.2, metadata={"help": "Weight of the format term in the task reward."})
     max_turns: int | None = field(default=None, metadata={
         "help": "TRAINING-ONLY override of the profile's agent.max_turns (null = the profile's, which evaluation "
@@ -133,6 +139,10 @@ class CodeGrepArgs:
         if len(self.efficiency_weights) != 3:
             raise ValueError(f"--efficiency_weights needs 3 numbers (rounds, calls, tokens), "
                              f"got {self.efficiency_weights}")
+        from codegrep.rl.rewards import RETRIEVAL_REWARDS
+
+        if self.retrieval_reward not in RETRIEVAL_REWARDS:
+            raise ValueError(f"--retrieval_reward {self.retrieval_reward!r}: expected one of {RETRIEVAL_REWARDS}")
 
     def run_name(self, seed: int) -> str:
         """The run's directory name.
@@ -284,18 +294,18 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
 
     def _gathered_scores(self, device: torch.device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """F-beta, format and cost of every completion on every process, in TRL's batch order."""
-        local = torch.tensor([[s.f_beta, s.format, s.efficiency_cost] for s in self.last_scores],
+        local = torch.tensor([[s.retrieval, s.format, s.efficiency_cost] for s in self.last_scores],
                              dtype=torch.float64, device=device)
         allv = self.accelerator.gather(local).cpu().numpy()
         return allv[:, 0], allv[:, 1], allv[:, 2]
 
     def _log_episode_metrics(self, mode: str) -> None:
-        fields = ("f_beta", "precision", "recall", "format", "rounds", "tool_calls", "tokens", "efficiency_cost",
-                  "submitted")
+        fields = ("f_beta", "retrieval", "precision", "recall", "format", "rounds", "tool_calls", "tokens",
+                  "efficiency_cost", "submitted")
         for name in fields:
             vals = [float(getattr(s, name)) for s in self.last_scores]
             self._metrics[mode][f"episode/{name}"].append(float(np.mean(vals)))
-        task = [s.f_beta + self.cg.format_weight * s.format for s in self.last_scores]
+        task = [s.retrieval + self.cg.format_weight * s.format for s in self.last_scores]
         self._metrics[mode]["episode/task_reward"].append(float(np.mean(task)))
         self._metrics[mode]["episode/task_reward_std"].append(float(np.std(task, ddof=1)) if len(task) > 1 else 0.0)
 
@@ -303,7 +313,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
 # TRL/Trainer log keys -> the names metrics.jsonl promises (docs/training.md lists them).
 METRIC_NAMES = {
     "reward": "reward_mean", "reward_std": "reward_std", "episode/task_reward": "task_reward",
-    "episode/task_reward_std": "task_reward_std", "episode/f_beta": "f_beta", "episode/precision": "precision",
+    "episode/task_reward_std": "task_reward_std", "episode/f_beta": "f_beta",
+    "episode/retrieval": "retrieval", "episode/precision": "precision",
     "episode/recall": "recall", "episode/format": "format", "episode/submitted": "submitted",
     "episode/rounds": "rounds", "episode/tool_calls": "tool_calls", "episode/tokens": "tokens",
     "episode/efficiency_cost": "efficiency_cost", "efficiency/advantage_term_abs": "efficiency_advantage_abs",

@@ -153,13 +153,13 @@ def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | P
               "GRPO": str((run_dir / "final").resolve())}
     from codegrep.data.tasks import seeded_sample
 
-    # untrained and warm start on a seeded subset (curve_eval_tasks, a budget knob); GRPO on every task
+    # the untrained policy on a seeded subset (curve_eval_tasks, a budget knob); warm start and GRPO on every task
     curve_tasks = seeded_sample(tasks, config["codegrep"].get("curve_eval_tasks") or None,
                                 int(config["grpo"].get("seed", 0)))
     results: dict[str, list[dict[str, Any]]] = {}
     for label, model in models.items():
         out = _eval_dir(artifacts, run_dir.name) / f"{label.replace(' ', '_')}.jsonl"
-        results[label] = agent_rows(cfg, model, tasks if label == "GRPO" else curve_tasks, resolver, out)
+        results[label] = agent_rows(cfg, model, curve_tasks if label == "untrained" else tasks, resolver, out)
     wanted = {t.instance_id for t in tasks}
     for name in baselines:
         rows, _ = profile_evaluation(cfg, name, "eval", out=artifacts, limit=limit)
@@ -209,6 +209,50 @@ def policy_evaluation(cfg: dict[str, Any], run_dir: str | Path, artifacts: str |
                       limit: int | None = None) -> pd.DataFrame:
     """The curve and its baselines: :func:`compare` over :func:`evaluation_rows` (one row per policy)."""
     return split_compare(evaluation_rows(cfg, run_dir, artifacts, limit))
+
+
+def wins_losses(results: dict[str, list[dict[str, Any]]], policy: str = "GRPO",
+                reference: str = REFERENCE) -> pd.DataFrame:
+    """Per instance both evaluated: P@1 (a gold file ranked first) of ``policy`` and ``reference``, and the
+    outcome for ``policy``: win, loss, both right or both wrong.
+
+    >>> rows = lambda fs: [{"instance_id": i, "ranked": f, "gold": ["a.py"]} for i, f in zip("xyz", fs)]
+    >>> t = wins_losses({"GRPO": rows([["a.py"], [], ["a.py"]]), "bm25": rows([["b.py"], ["a.py"], ["a.py"]])})
+    >>> t["outcome"].tolist()
+    ['win', 'loss', 'both right']
+    """
+    def first_gold(row: dict[str, Any]) -> float:
+        ranked = row.get("ranked") or row.get("files") or []
+        return float(bool(ranked) and ranked[0] in set(row.get("gold") or []))
+
+    mine = {r["instance_id"]: r for r in results.get(policy, [])}
+    theirs = {r["instance_id"]: r for r in results.get(reference, [])}
+    rows = []
+    for iid in [i for i in mine if i in theirs]:
+        a, b = first_gold(mine[iid]), first_gold(theirs[iid])
+        outcome = "win" if a > b else "loss" if a < b else "both right" if a else "both wrong"
+        rows.append({"instance_id": iid, "repo": mine[iid].get("repo", ""), policy: a, reference: b,
+                     "outcome": outcome})
+    return pd.DataFrame(rows, columns=["instance_id", "repo", policy, reference, "outcome"])
+
+
+def ceiling(cfg: dict[str, Any], n: int, seed: int = 0) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The protocol ceiling on a seeded ``n`` TRAINING tasks (``codegrep.retrievers.scripted.profile_ceiling``):
+    the table, and its headline numbers (``ceiling_*``)."""
+    from codegrep.retrievers.scripted import ceiling_table, profile_ceiling
+
+    rows = profile_ceiling(cfg, n, seed)
+    frame = pd.DataFrame(rows)
+    best = frame[frame.strategy.str.startswith("first-listed")].groupby("setting")["p_at_1"].max()
+    shown = frame[frame.strategy.str.startswith("oracle-shown")].set_index("setting")["p_at_1"]
+    heuristic = frame[frame.strategy.str.startswith("grep heuristic")]["p_at_1"]
+    numbers = {"ceiling_p_at_1_copier": float(best.get("profile", np.nan)),
+               "ceiling_p_at_1_copier_paper_tools": float(best.get("paper tools, same issue text", np.nan)),
+               "ceiling_p_at_1_copier_before": float(best.get("smoke before issue 27", np.nan)),
+               "ceiling_p_at_1_gold_shown": float(shown.get("profile", np.nan)),
+               "ceiling_p_at_1_grep_heuristic_train": float(heuristic.iloc[0]) if len(heuristic) else float("nan"),
+               "ceiling_n_train_tasks": int(frame["n"].max())}
+    return ceiling_table(rows), numbers
 
 
 def split_compare(results: dict[str, list[dict[str, Any]]], reference: str = REFERENCE) -> pd.DataFrame:
@@ -347,7 +391,38 @@ def headline(evaluation: pd.DataFrame, steps: pd.DataFrame, run_dir: str | Path,
     for name in ("grep-heuristic", "oracle"):
         if name in by.index:
             out[f"p_at_1_{name.replace('-', '_')}"] = float(by.loc[name, "p_at_1"])
+    if "precision_at_agent_size" in by.columns:  # the agent's own set size, and BM25 cut at that size
+        out["precision_agent"] = float(g["precision"])
+        out["precision_at_agent_size_bm25"] = float(r["precision_at_agent_size"])
     return out
+
+
+def conclusion(evaluation: pd.DataFrame, outcomes: pd.DataFrame, ceiling_numbers: dict[str, float]) -> str:
+    """What the run showed, in sentences computed from its numbers: the agent against the grep heuristic and
+    BM25 (the issue-27 goal), the stages, the wins and losses, and the ceiling the protocol allows."""
+    by = evaluation.set_index("policy")
+    if "GRPO" not in by.index:
+        return "No conclusion: the GRPO policy was not evaluated."
+    g = by.loc["GRPO"]
+    parts = []
+    for name in ("grep-heuristic", REFERENCE):
+        if name in by.index:
+            gap = g["p_at_1"] - by.loc[name, "p_at_1"]
+            parts.append(f"{'at or above' if gap >= 0 else 'below'} {name} by {abs(gap):.3f} "
+                         f"({g['p_at_1']:.3f} vs {by.loc[name, 'p_at_1']:.3f})")
+    stages = ", ".join(f"{p} {by.loc[p, 'p_at_1']:.3f} (n = {int(by.loc[p, 'n'])})" for p in POLICIES if p in by.index)
+    counts = outcomes["outcome"].value_counts().to_dict() if len(outcomes) else {}
+    wl = (f"Against {REFERENCE}, instance by instance: {counts.get('win', 0)} wins, {counts.get('loss', 0)} losses, "
+          f"{counts.get('both right', 0)} both right, {counts.get('both wrong', 0)} both wrong.")
+    cap = ceiling_numbers.get("ceiling_p_at_1_copier", float("nan"))
+    ceil = (f"On {ceiling_numbers.get('ceiling_n_train_tasks', 0)} training tasks, a policy that exactly copies the "
+            f"scripted expert reaches P@1 {cap:.3f} under this protocol (the grep heuristic "
+            f"{ceiling_numbers.get('ceiling_p_at_1_grep_heuristic_train', float('nan')):.3f} on the same tasks; the "
+            f"paper's tools {ceiling_numbers.get('ceiling_p_at_1_copier_paper_tools', float('nan')):.3f}); a gold file "
+            f"is shown by turn 1 in {ceiling_numbers.get('ceiling_p_at_1_gold_shown', float('nan')):.3f} of them."
+            ) if np.isfinite(cap) else "The ceiling was not measured."
+    return (f"The trained agent (GRPO policy) on the {int(g['n'])} held-out instances is " + "; ".join(parts)
+            + f". P@1 by stage: {stages}. " + wl + " " + ceil)
 
 
 # --- figures (notebook 03 draws through these; codegrep.plots is the style) -----------------------------------
@@ -406,6 +481,27 @@ def evaluation_figure(evaluation: pd.DataFrame) -> Any:
     b.set_xlabel(f"P@1 minus {REFERENCE} P@1 (same instances)")
     b.legend()
     plots.title(b, f"paired difference to {REFERENCE}", "SWE-bench Verified (real)", n)
+    return fig
+
+
+def wins_losses_figure(outcomes: pd.DataFrame, policy: str = "GRPO", reference: str = REFERENCE) -> Any:
+    """Per-instance outcomes of ``policy`` against ``reference`` on P@1, per repository (stacked counts)."""
+    from codegrep import plots
+
+    fig, ax = plots.subplots(1, 1, width=7)
+    kinds = [("win", "C2"), ("loss", "C3"), ("both right", "0.75"), ("both wrong", "0.45")]
+    table = (outcomes.groupby(["repo", "outcome"]).size().unstack(fill_value=0) if len(outcomes)
+             else pd.DataFrame())
+    repos = list(table.index)
+    left = np.zeros(len(repos))
+    for kind, color in kinds:
+        vals = table[kind].to_numpy() if kind in table else np.zeros(len(repos))
+        ax.barh(repos, vals, left=left, color=color, label=kind)
+        left += vals
+    ax.set_xlabel(f"instances (P@1 of {policy} vs {reference}, same instances)")
+    ax.legend()
+    plots.title(ax, f"{policy} against {reference}, instance by instance", "SWE-bench Verified (real)",
+                len(outcomes))
     return fig
 
 

@@ -1,0 +1,145 @@
+"""Scripted-expert demonstrations, the choosing-shaped tool output and the rank reward (issue 27).
+
+Each builder test would have caught a bug of the old synthetic builder (``rl/sft.py`` before issue 27): grep
+patterns taken from the part of the issue the prompt does not show, the gold file submitted although no
+observation showed it, long English words grepped before identifiers, and a first-N source-order sample.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codegrep.agent.protocol import AgentConfig, apply_turn, listed_files, parse_tool_calls, shape_result
+from codegrep.data.tasks import Task
+from codegrep.env.tools import RepoToolEnvironment, ToolCall, ToolResult
+from codegrep.retrievers.scripted import first_calls, play
+from codegrep.rl.demos import discovery_kept, expert_task_demos, rejection_reason, task_order
+from codegrep.rl.rewards import rank_credit, score_episode
+
+
+@pytest.fixture()
+def env(tmp_path: Path):
+    root = tmp_path / "repo"
+    (root / "pkg" / "tests").mkdir(parents=True)
+    (root / "pkg" / "config.py").write_text("def parse_config(text):\n    return text.strip()\n")
+    (root / "pkg" / "cli.py").write_text("from pkg.config import parse_config\nparse_config(' x ')\n")
+    (root / "pkg" / "render.py").write_text("def render_table(rows):\n    return rows\n")
+    (root / "pkg" / "tests" / "test_config.py").write_text(
+        "from pkg.config import parse_config\n" + "assert parse_config('a')\n" * 5)
+    (root / "docs").mkdir()
+    (root / "docs" / "a_usage.rst").write_text("parse_config(text)\n" * 9)
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(git + ["-C", str(root), "add", "."], check=True)
+    subprocess.run(git + ["-C", str(root), "commit", "-qm", "init"], check=True)
+    environment = RepoToolEnvironment(root)
+    yield environment
+    environment.close()
+
+
+AGENT = AgentConfig(max_turns=3, max_issue_chars=60, max_observation_tokens=256, grep_view="files",
+                    max_call_tokens=48, rank_files=3)
+
+
+def test_files_view_puts_the_defining_source_file_first_and_docs_last(env):
+    call = ToolCall("grep", {"pattern": "parse_config"})
+    shown = shape_result(call, env.run_turn([call])[0], "files").output.splitlines()
+    assert shown[0].startswith("pkg/config.py (") and "def" in shown[0]
+    assert shown.index(next(s for s in shown if s.startswith("pkg/cli.py"))) < \
+        shown.index(next(s for s in shown if s.startswith("pkg/tests/")))  # source before tests
+    assert shown[-1].startswith("docs/a_usage.rst")  # 9 hits, but not source: last
+    raw = env.run_turn([call])[0].output
+    assert raw.splitlines()[0].startswith("docs/a_usage.rst")  # the paper's view: path order
+
+
+def test_per_call_cap_leaves_later_calls_their_share():
+    # one huge result and one small one: with the even split both get half; with a per-call cap the small
+    # call keeps its whole output and the huge one is cut at the cap
+    def run(calls):
+        return [ToolResult("grep", True, "x.py:1:" + "a" * 2000), ToolResult("grep", True, "y.py:1:b")]
+
+    out = apply_turn("".join(f'<tool_call>{{"name": "grep", "arguments": {{"pattern": "{p}"}}}}</tool_call>'
+                             for p in "ab"), 1, AgentConfig(max_observation_tokens=100, max_call_tokens=20), run)
+    first = out.observation.split("</tool_response>")[0]
+    assert "truncated" in first and len(first) < 20 * 4 + 120 and "y.py:1:b" in out.observation
+
+
+def test_ranked_line_heads_the_observation_and_is_what_the_copier_submits(env):
+    task = Task("t-1", "o/r", "c" * 40, "parse_config breaks on None in render_table", gold_files=["pkg/config.py"])
+    ep = play("first-listed", task, env, AGENT, terms=2)
+    assert ep.observations[0].startswith("Files ranked by this turn's searches: ")
+    assert ep.submitted == listed_files(ep.observations[0])[:1]
+
+
+def test_first_calls_grep_identifiers_before_english_words():
+    # sympy-11870 style: the old builder grepped 'exponential' and 'corollary' (long words) first
+    text = "simplifying exponential -> trig identities corollary: f = 1 / 2 * (-I*exp(I*k) + I*exp(-I*k)) trigsimp(f)"
+    patterns = [c.arguments["pattern"] for c in first_calls(text, AgentConfig(max_issue_chars=1000), 2)]
+    assert patterns == [r"\btrigsimp\b", r"\bexp\b"]
+
+
+def test_patterns_come_only_from_the_visible_issue(env):
+    hidden = "x" * 70 + " render_table"  # the identifier lies past max_issue_chars = 60
+    task = Task("t-2", "o/r", "c" * 40, "parse_config crash. " + hidden, gold_files=["pkg/render.py"])
+    counts: dict[str, int] = {}
+    demos = expert_task_demos(task, env, AGENT, counts=counts)
+    for demo in demos:
+        calls = parse_tool_calls(demo[2]["content"]).calls
+        assert all("render_table" not in json.dumps(c.arguments) for c in calls)
+    assert not demos  # render.py is never found from the visible part, so nothing may be kept
+    calls = [ToolCall("grep", {"pattern": "render_table"})]
+    assert rejection_reason(calls, "pkg/render.py (1 hit, def)", ["pkg/render.py"], ["pkg/render.py"],
+                            task.problem_statement[:60]).startswith("pattern")
+
+
+def test_gold_is_submitted_only_when_an_observation_showed_it(env):
+    task = Task("t-3", "o/r", "c" * 40, "parse_config crashes on None", gold_files=["pkg/config.py"])
+    demos = expert_task_demos(task, env, AGENT)
+    assert demos, "the expert finds the defining file from the visible identifier"
+    for demo in demos:
+        submit = parse_tool_calls(demo[-1]["content"]).submit
+        assert submit[0] == "pkg/config.py" and submit[0] in listed_files(demo[3]["content"])
+        assert demo[3]["content"] == apply_turn(demo[2]["content"], 1, AGENT, env.run_turn).observation
+    assert rejection_reason([], "pkg/cli.py (1 hit)", ["pkg/config.py"], ["pkg/config.py"], "x") == \
+        "first submitted file not shown in an observation"
+
+
+def test_task_order_is_seeded_and_mixes_repositories_not_first_n():
+    tasks = [Task(f"p{i}", "o/pytest", "c" * 40, "x") for i in range(20)] + \
+            [Task(f"s{i}", "sympy/sympy", "c" * 40, "x") for i in range(5)]
+    first = task_order(tasks, seed=0)[:8]
+    assert {t.repo for t in first} == {"o/pytest", "sympy/sympy"}
+    assert [t.instance_id for t in task_order(tasks, 0)] == [t.instance_id for t in task_order(tasks, 0)]
+    assert [t.instance_id for t in task_order(tasks, 0)] != [t.instance_id for t in task_order(tasks, 1)]
+
+
+def test_recorded_run_that_names_its_target_before_any_observation_is_dropped():
+    read = '<tool_call>{"name": "read", "arguments": {"path": "pkg/core.py"}}</tool_call>'
+    submit = '<tool_call>{"name": "submit", "arguments": {"files": ["pkg/core.py"]}}</tool_call>'
+    grep = '<tool_call>{"name": "grep", "arguments": {"pattern": "frob"}}</tool_call>'
+    head = [{"role": "system", "content": ""}, {"role": "user", "content": "Issue:\nfrob fails"}]
+    jumped = head + [{"role": "assistant", "content": read}, {"role": "user", "content": "1 code"},
+                     {"role": "assistant", "content": submit}]
+    found = head + [{"role": "assistant", "content": grep}, {"role": "user", "content": "pkg/core.py:3:def frob"},
+                    {"role": "assistant", "content": read}, {"role": "user", "content": "1 code"},
+                    {"role": "assistant", "content": submit}]
+    assert not discovery_kept(jumped) and discovery_kept(found)
+
+
+def test_rank_credit_moves_where_f_beta_is_flat():
+    # every rollout misses: F-beta ties at 0, the rank credit still separates searching well from not
+    assert rank_credit(["b.py"], ["a.py"], shown=["a.py"]) > rank_credit(["b.py"], ["a.py"], shown=[])
+    assert rank_credit(["b.py", "a.py"], ["a.py"]) == 0.5
+    s = score_episode(["b.py"], ["a.py"], rounds=2, tool_calls=2, tokens=50, parse_errors=0, reward="rank",
+                      shown=["a.py"])
+    assert s.f_beta == 0 and s.retrieval == 0.25
+    with pytest.raises(ValueError, match="retrieval reward"):
+        score_episode(["b.py"], ["a.py"], rounds=1, tool_calls=0, tokens=1, parse_errors=0, reward="mrr")
+
+
+def test_agent_config_rejects_an_unknown_grep_view():
+    with pytest.raises(ValueError, match="grep_view"):
+        AgentConfig(grep_view="counts")
