@@ -75,9 +75,25 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
     path = train_config_path(config)
     args = ["--config", str(path), *overrides_to_argv(overrides), *argv]
     try:
-        return parser.parse_args_and_config(args)
+        cg, grpo = parser.parse_args_and_config(args)
+        bf16 = cpu_bf16(cg, grpo)
+        if bf16 is not None and bf16 != grpo.bf16:  # parsed again: TrainingArguments derives its autocast from it
+            cg, grpo = parser.parse_args_and_config(args + ["--bf16", str(bf16).lower()])
+        return cg, grpo
     except ValueError as exc:  # TRL/HF refuse an unknown or ill-typed setting: name the file, keep it one line
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def cpu_bf16(cg: Any, grpo: Any) -> bool | None:
+    """Whether a CPU run trains with bf16 autocast, from ``cpu_precision`` (``None``: not a CPU run, TRL's
+    ``bf16`` stands). ``fp32`` turns it off even where the YAML sets ``bf16: true``."""
+    import torch
+
+    from codegrep.agent.precision import resolve_precision
+
+    if not grpo.use_cpu and torch.cuda.is_available():
+        return None
+    return resolve_precision(cg.cpu_precision) == "bf16"
 
 
 def versions() -> dict[str, str]:
@@ -153,6 +169,7 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     from datasets import Dataset
     from transformers import AutoTokenizer
 
+    from codegrep.agent.precision import precision_record
     from codegrep.agent.protocol import build_messages
     from codegrep.data.tasks import profile_tasks
     from codegrep.env.pool import WorktreePool
@@ -199,7 +216,9 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     (run_dir / "config.json").write_text(json.dumps({"codegrep": asdict(cg), "grpo": grpo.to_dict(),
                                                      "initial_policy": str(Path(model_path).resolve()), "n_train_tasks": len(tasks),
-                                                     "efficiency_scales": scales, "episode": episode},
+                                                     "efficiency_scales": scales, "episode": episode,
+                                                     "precision": {**precision_record(cg.cpu_precision),
+                                                                   "bf16_autocast": bool(grpo.bf16)}},
                                                     indent=1, default=str))
     (run_dir / "versions.json").write_text(json.dumps(versions(), indent=1))
     trainer = CodeGrepGRPOTrainer(model=str(model_path), reward_funcs=list(REWARD_FUNCS), args=grpo,
@@ -308,7 +327,7 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
         return base, []
     demos = demonstrations(cg, cfg, tasks, resolver, pool, agent, env_sec, tools, exclude, sources)
     settings = {"base": str(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size,
-                "sft": sft.SFT_RECIPE}
+                "sft": sft.SFT_RECIPE, "bf16": bool(grpo.bf16)}
     cache = Path(cg.warm_start_dir or Path(cg.out) / "_warm_start")
     out = cache / sft.demos_key([d["messages"] for d in demos], settings)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -85,6 +85,11 @@ class CodeGrepArgs:
         "help": "max_turns of the warm start's demonstration episodes (default: the run's max_turns). The ablation "
                 "sets the main run's value when ablation_max_turns differs, so its screen and arms start from "
                 "notebook 03's warm start instead of training another."})
+    cpu_precision: str = field(default="auto", metadata={
+        "help": "Arithmetic precision on CPU (SFT, GRPO loss and generation): 'auto' = bf16 autocast where the CPU "
+                "has native bf16 (avx512_bf16 / amx_bf16), fp32 elsewhere; 'fp32' turns reduced precision off; "
+                "'bf16' forces it (emulated, slower, without those flags). Weights stay fp32. Recorded in "
+                "config.json. GPU runs use TRL's bf16/fp16 settings instead."})
     prefix_cache_mb: int = field(default=4096, metadata={"help": "Rollouts on the plain transformers backend: "
                                  "memory for reusing earlier turns' key/value states (0 = TRL's generate)."})
     kl_probe: bool = field(default=True, metadata={"help": "Log KL to the initial policy every step (also beta=0)."})
@@ -128,6 +133,10 @@ class CodeGrepArgs:
     ablation_probe_every: int = field(default=1, metadata={"help": "Steps between exact probe-KL measurements."})
 
     def __post_init__(self) -> None:
+        from codegrep.agent.precision import PRECISIONS
+
+        if self.cpu_precision not in PRECISIONS:
+            raise ValueError(f"--cpu_precision {self.cpu_precision!r}: expected one of {PRECISIONS}")
         if self.efficiency_layer not in LAYERS:
             raise ValueError(f"--efficiency_layer {self.efficiency_layer!r}: expected one of {LAYERS}")
         if len(self.efficiency_weights) != 3:
@@ -175,6 +184,10 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             self.rollout_func = _timed(self.rollout_func, self, "generation")
         self._timing: dict[str, float] = {}
         self._prefix_cache = self._make_prefix_cache()
+        from codegrep.agent.precision import resolve_precision
+
+        self.generation_precision = resolve_precision(self.cg.cpu_precision) \
+            if self.accelerator.device.type == "cpu" else "fp32"  # GPUs: the model's dtype / TRL's autocast
 
     def _make_prefix_cache(self) -> Any:
         """A prefix cache for the plain transformers backend; None where TRL's own path must run."""
@@ -187,6 +200,14 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         return PrefixCache(int(self.cg.prefix_cache_mb) << 20)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        from codegrep.agent.precision import autocast
+
+        # one autocast context around the whole turn: each weight is cast to bf16 once per turn, not per token
+        with autocast(self.generation_precision):
+            return self._generate_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+
+    def _generate_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images):
+        """One turn for every row in ``prompt_ids``, decoded together (one batched ``generate``)."""
         if self._prefix_cache is None or images is not None or multimodal_fields:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
