@@ -89,13 +89,13 @@ def test_bucketed_sft_batches_pad_less_and_keep_each_rows_mask(smollm2, tmp_path
     assert shares[True] < shares[False], shares
 
 
-def test_cpu_precision_switch_sets_trls_autocast(monkeypatch):
-    from codegrep.rl.run import parse_train_args
+def test_cpu_precision_switch(monkeypatch):
+    from codegrep.rl.run import cpu_precision_of, parse_train_args
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    cg, grpo = parse_train_args("ci", {"cpu_precision": "fp32", "bf16": True})
-    assert cg.cpu_precision == "fp32" and not grpo.bf16 and grpo.mixed_precision == "no"
-    cg, grpo = parse_train_args("ci", {"cpu_precision": "bf16"})
-    assert grpo.bf16 and grpo.mixed_precision == "bf16"
-    _, grpo = parse_train_args("ci", {"cpu_precision": "auto"})
-    assert grpo.bf16 == (not NO_BF16)
+    cg, grpo = parse_train_args("ci", {"cpu_precision": "fp32"})
+    assert cpu_precision_of(cg, grpo) == "fp32"
+    cg, grpo = parse_train_args("ci", {"cpu_precision": "auto"})
+    assert cpu_precision_of(cg, grpo) == ("fp32" if NO_BF16 else "bf16")
+    with pytest.raises(Exception, match="cpu_precision 'half'"):
+        parse_train_args("ci", {"cpu_precision": "half"})

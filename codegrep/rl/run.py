@@ -75,25 +75,21 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
     path = train_config_path(config)
     args = ["--config", str(path), *overrides_to_argv(overrides), *argv]
     try:
-        cg, grpo = parser.parse_args_and_config(args)
-        bf16 = cpu_bf16(cg, grpo)
-        if bf16 is not None and bf16 != grpo.bf16:  # parsed again: TrainingArguments derives its autocast from it
-            cg, grpo = parser.parse_args_and_config(args + ["--bf16", str(bf16).lower()])
-        return cg, grpo
+        return parser.parse_args_and_config(args)
     except ValueError as exc:  # TRL/HF refuse an unknown or ill-typed setting: name the file, keep it one line
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def cpu_bf16(cg: Any, grpo: Any) -> bool | None:
-    """Whether a CPU run trains with bf16 autocast, from ``cpu_precision`` (``None``: not a CPU run, TRL's
-    ``bf16`` stands). ``fp32`` turns it off even where the YAML sets ``bf16: true``."""
+def cpu_precision_of(cg: Any, grpo: Any) -> str | None:
+    """The precision a CPU run trains in (SFT and the GRPO loss), from ``cpu_precision``; ``None`` on GPU runs
+    (TRL's ``bf16``/``fp16`` settings stand there). Generation stays fp32 (see docs/training.md)."""
     import torch
 
     from codegrep.agent.precision import resolve_precision
 
     if not grpo.use_cpu and torch.cuda.is_available():
         return None
-    return resolve_precision(cg.cpu_precision) == "bf16"
+    return resolve_precision(cg.cpu_precision)
 
 
 def versions() -> dict[str, str]:
@@ -218,7 +214,9 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
                                                      "initial_policy": str(Path(model_path).resolve()), "n_train_tasks": len(tasks),
                                                      "efficiency_scales": scales, "episode": episode,
                                                      "precision": {**precision_record(cg.cpu_precision),
-                                                                   "bf16_autocast": bool(grpo.bf16)}},
+                                                                   "training": cpu_precision_of(cg, grpo),
+                                                                   "generation": "fp32" if cpu_precision_of(
+                                                                       cg, grpo) else None}},
                                                     indent=1, default=str))
     (run_dir / "versions.json").write_text(json.dumps(versions(), indent=1))
     trainer = CodeGrepGRPOTrainer(model=str(model_path), reward_funcs=list(REWARD_FUNCS), args=grpo,
@@ -323,17 +321,18 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
     from codegrep.rl import sft
 
     base = resolve_model(cg.model)
+    bf16 = bool(grpo.bf16) if cpu_precision_of(cg, grpo) is None else cpu_precision_of(cg, grpo) == "bf16"
     if not cg.warm_start:
         return base, []
     demos = demonstrations(cg, cfg, tasks, resolver, pool, agent, env_sec, tools, exclude, sources)
     settings = {"base": str(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size,
-                "sft": sft.SFT_RECIPE, "bf16": bool(grpo.bf16)}
+                "sft": sft.SFT_RECIPE, "bf16": bf16}
     cache = Path(cg.warm_start_dir or Path(cg.out) / "_warm_start")
     out = cache / sft.demos_key([d["messages"] for d in demos], settings)
     out.parent.mkdir(parents=True, exist_ok=True)
     path = sft.warm_start(base, [d["messages"] for d in demos], out, epochs=cg.sft_epochs,
                           learning_rate=cg.sft_learning_rate, batch_size=cg.sft_batch_size, seed=0,
-                          use_cpu=grpo.use_cpu, bf16=grpo.bf16)
+                          use_cpu=grpo.use_cpu, bf16=bf16)
     if not (path / "demonstrations.jsonl").is_file():
         (path / "demonstrations.jsonl").write_text("".join(json.dumps(d) + "\n" for d in demos))
     return path, demos

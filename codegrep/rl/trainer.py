@@ -186,8 +186,11 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         self._prefix_cache = self._make_prefix_cache()
         from codegrep.agent.precision import resolve_precision
 
-        self.generation_precision = resolve_precision(self.cg.cpu_precision) \
-            if self.accelerator.device.type == "cpu" else "fp32"  # GPUs: the model's dtype / TRL's autocast
+        # CPU: bf16 autocast around the loss's forward where cpu_precision resolves to it (compute-bound: 2-5x on
+        # native-bf16 CPUs); generation stays fp32 (decode is bandwidth/overhead-bound at a group's batch size and
+        # bf16 autocast measured slower there: `codegrep bench train`). GPUs: TRL's bf16/fp16 settings.
+        self.loss_precision = resolve_precision(self.cg.cpu_precision) \
+            if self.accelerator.device.type == "cpu" and not self.args.bf16 else "fp32"
 
     def _make_prefix_cache(self) -> Any:
         """A prefix cache for the plain transformers backend; None where TRL's own path must run."""
@@ -200,14 +203,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         return PrefixCache(int(self.cg.prefix_cache_mb) << 20)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        from codegrep.agent.precision import autocast
-
-        # one autocast context around the whole turn: each weight is cast to bf16 once per turn, not per token
-        with autocast(self.generation_precision):
-            return self._generate_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-
-    def _generate_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images):
-        """One turn for every row in ``prompt_ids``, decoded together (one batched ``generate``)."""
+        """One turn for every row in ``prompt_ids`` (the whole batch: every group), decoded together in one
+        batched ``generate`` through the prefix cache."""
         if self._prefix_cache is None or images is not None or multimodal_fields:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
@@ -267,8 +264,11 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         self._timing["generated_tokens"] = self._timing.get("generated_tokens", 0.0) + float(
             sum(s.tokens for s in self.last_scores))
         if self.kl_probe is not None:
+            from codegrep.agent.precision import autocast
+
             started = time.perf_counter()
-            batch["probe_ref_logps"] = self.kl_probe.reference_logps(self, batch)
+            with autocast(self.loss_precision):  # the same precision as the loss's policy log-probs
+                batch["probe_ref_logps"] = self.kl_probe.reference_logps(self, batch)
             self._add_time("probe_reference", time.perf_counter() - started)
         return batch
 
@@ -295,8 +295,11 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
+        from codegrep.agent.precision import autocast
+
         self._loss_policy_logps = None
-        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        with autocast(self.loss_precision):  # the forward only: backward follows the recorded dtypes
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         if "probe_ref_logps" in inputs and self._loss_policy_logps is not None:
             mode = "train" if self.model.training else "eval"
             kl = masked_mean_kl(self._loss_policy_logps, inputs["probe_ref_logps"], model_token_mask(inputs))
