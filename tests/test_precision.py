@@ -12,7 +12,7 @@ import pytest
 from codegrep.agent.precision import autocast, cpu_flags, native_bf16, precision_record, resolve_precision
 
 LOSS_RTOL = 0.02  # bf16 autocast vs fp32: relative difference of a fixed batch's mean token loss
-KL_RTOL, KL_ATOL = 0.15, 2e-3  # and of the probe KL between a perturbed policy and the initial one
+KL_RTOL, KL_ATOL = 0.15, 1e-3  # and of the probe KL between a perturbed policy and the initial one
 NO_BF16 = not native_bf16(cpu_flags())
 
 
@@ -61,12 +61,13 @@ def test_bf16_autocast_matches_fp32_on_a_fixed_batch_and_the_probe_kl(smollm2):
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in policy.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 2e-3)
+            p.add_(torch.randn(p.shape, generator=gen) * 6e-3)
     probes = [{"prompt_ids": ids[0, :48].tolist(), "completion_ids": ids[0, 48:].tolist(), "env_mask": [1] * 48}]
     kl32 = probe_kl(policy, model, probes)
     with autocast("bf16"):
         kl16 = probe_kl(policy, model, probes)
-    assert kl32 > 10 * KL_ATOL  # the perturbation moved the policy: the comparison is not between two zeros
+    assert kl32 > 20 * KL_ATOL  # the perturbation moved the policy: the comparison is not between two zeros
+    print(f"loss fp32 {fp32:.4f} bf16 {bf16:.4f}; probe KL fp32 {kl32:.5f} bf16 {kl16:.5f}")
     assert abs(kl16 - kl32) <= KL_RTOL * kl32 + KL_ATOL, (kl32, kl16)
 
 

@@ -164,14 +164,31 @@ def demo_token_ids(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[i
     return list(tokenizer.apply_chat_template(list(messages), tokenize=True, return_dict=False))
 
 
+def length_buckets(lengths: Sequence[int], batch_size: int, seed: int) -> list[int]:
+    """Demonstration order for bucketed batches: sorted by length, cut into batches of ``batch_size``, batches
+    in a seeded random order (so training does not run from shortest to longest).
+
+    >>> length_buckets([5, 100, 7, 90, 6, 95], 2, seed=0)
+    [4, 0, 1, 5, 3, 2]
+    """
+    import random
+
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    random.Random(seed).shuffle(batches)
+    return [i for b in batches for i in sorted(b, key=lambda i: -lengths[i])]
+
+
 def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], work_dir: str | Path, *,
                 epochs: float, learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
                 bucketed: bool = True, max_length: int = 2048, max_steps: int = -1) -> tuple[Any, Any, dict]:
     """TRL's ``SFTTrainer`` on the demonstrations that fit ``max_length``: (trainer, tokenizer, info).
 
-    ``bucketed`` batches demonstrations of similar length together (``group_by_length``: each batch is padded
-    to its own longest row, so little compute goes to padding; every row keeps its own attention mask and
-    positions, nothing is packed across demonstrations). ``bf16`` is autocast (weights stay fp32).
+    ``bucketed`` batches demonstrations of similar length together (:func:`length_buckets`, read in that order:
+    each batch is padded to its own longest row, so little compute goes to padding; every row keeps its own
+    attention mask and positions, nothing is packed across demonstrations; transformers' ``group_by_length``
+    does not group datasets under 16 batches, the smoke warm start's size). ``bf16`` is autocast (weights stay
+    fp32).
     ``info`` holds ``n_demos``, ``dropped_too_long``, ``tokens`` (demonstration tokens per epoch) and
     ``tokenize_s``; the trainer's chat template is the training one (restore it with ``info["template"]``).
     """
@@ -187,9 +204,12 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     started = time.perf_counter()
     lengths = [len(demo_token_ids(tokenizer, m)) for m in demos]
-    fits = [m for m, n in zip(demos, lengths) if n <= max_length]
-    if not fits:
+    kept = [k for k, n in enumerate(lengths) if n <= max_length]
+    if not kept:
         raise ValueError(f"no demonstration fits max_length={max_length} tokens")
+    if bucketed:
+        kept = [kept[k] for k in length_buckets([lengths[k] for k in kept], batch_size, seed)]
+    fits = [demos[k] for k in kept]
     info = {"n_demos": len(fits), "dropped_too_long": len(demos) - len(fits),  # a cut one would lose its submit
             "tokens": sum(n for n in lengths if n <= max_length), "template": tokenizer.chat_template}
     tokenizer.chat_template = get_training_chat_template(tokenizer)  # adds {% generation %} markers
@@ -197,7 +217,7 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
                        max_steps=max_steps, learning_rate=learning_rate, per_device_train_batch_size=batch_size,
                        seed=seed, use_cpu=use_cpu, bf16=bf16, report_to="none", save_strategy="no", logging_steps=1,
                        max_length=max_length, gradient_checkpointing=False, lr_scheduler_type="constant",
-                       train_sampling_strategy="group_by_length" if bucketed else "random")
+                       train_sampling_strategy="sequential" if bucketed else "random")
     model = AutoModelForCausalLM.from_pretrained(model_path)
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=Dataset.from_list([{"messages": m} for m in fits]))  # tokenised once here
