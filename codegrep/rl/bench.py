@@ -286,7 +286,7 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
     step_1thread = decode_step(model, group, context, "fp32")
     torch.set_num_threads(threads)
     step_bf16 = decode_step(model, group, context, "bf16") if precision == "bf16" else None
-    per_step_fast = gen["tokens"] / gen["fast_tokens_per_s"] / group  # seconds per decode step, prefill included
+    per_step_fast = gen["fast_seconds"] / (turns * new_tokens)  # seconds per decode step, prefill included
     out["generation"] = {**{k: (round(v, 1) if isinstance(v, float) else v) for k, v in gen.items()},
                          "precision": "fp32", "group": group, "prompt_tokens": prompt_tokens,
                          "new_tokens_per_turn": new_tokens, "turns": turns, "observation_tokens": obs_tokens}
@@ -335,14 +335,24 @@ def _gaps(out: dict[str, Any]) -> list[str]:
     gaps = []
     sft = out.get("sft")
     if sft and out["sft_speedup"] < SFT_TARGET:
+        flops = out["limit_flops"]
         gaps.append(f"sft_speedup {out['sft_speedup']} < {SFT_TARGET}: the fast path runs at "
-                    f"{sft['ratio_to_limit']:.0%} of the matmul FLOP/s limit ({out['precision']}); padding share "
-                    f"{sft['fast']['padding_share']:.0%} (baseline {sft['baseline']['padding_share']:.0%}); the rest "
-                    f"of the gap is the precision's own arithmetic speed (loss speed-up {out['loss']['speedup']}x)")
+                    f"{sft['ratio_to_limit']:.0%} of the {out['precision']} matmul limit (the baseline at "
+                    f"{sft['baseline_ratio_to_limit']:.0%} of fp32's); the matmul probe is "
+                    f"{flops['bf16'] / flops['fp32']:.1f}x faster in bf16 but a forward + backward only "
+                    f"{out['loss']['speedup']}x, so the rest of the step (not matmuls) bounds it; padding "
+                    f"{sft['fast']['padding_share']:.0%} of the fast batches (baseline "
+                    f"{sft['baseline']['padding_share']:.0%}), tokenising and collating "
+                    f"{out['sft_step_breakdown_s']['tokenize_all'] + out['sft_step_breakdown_s']['collate_all']:.2f} "
+                    f"s in all, the optimizer {out['optimizer_step_s']} s per step")
     g = out["generation"]
     if out["generation_speedup"] < GENERATION_TARGET:
         step = g["decode_step_ms"]
         gaps.append(f"generation_speedup {out['generation_speedup']} < {GENERATION_TARGET}: a fast decode step "
-                    f"costs {step['fast_generate_all_in']} ms all in, {step['bare_forward_fp32']} ms of it the bare "
-                    f"forward, against a {step['bandwidth_floor']} ms bandwidth floor")
+                    f"costs {step['fast_generate_all_in']} ms all in (prefill and generate's per-token Python "
+                    f"included), {step['bare_forward_fp32']} ms of it the bare forward, "
+                    f"{step['bare_forward_fp32'] / step['bandwidth_floor']:.1f}x the {step['bandwidth_floor']} ms "
+                    f"bandwidth floor: per-op overhead of 30 small layers, not memory, bounds a step; a step costs "
+                    f"about the same for more rows, so more sequences decoded together (groups per batch) is the "
+                    f"remaining lever")
     return gaps
