@@ -281,6 +281,7 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
     limit_gen = bandwidth / weight_bytes * group
     context = prompt_tokens + turns * (new_tokens + obs_tokens) // 2
     step_fp32 = decode_step(model, group, context, "fp32")
+    step_double = decode_step(model, 2 * group, context, "fp32")  # what more rows per step cost
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     step_1thread = decode_step(model, group, context, "fp32")
@@ -298,6 +299,7 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
     out["generation"]["decode_step_ms"] = {
         "fast_generate_all_in": round(per_step_fast * 1e3, 1), "bare_forward_fp32": round(step_fp32 * 1e3, 1),
         "bare_forward_fp32_1_thread": round(step_1thread * 1e3, 1),
+        "bare_forward_fp32_twice_the_rows": round(step_double * 1e3, 1),
         **({"bare_forward_bf16": round(step_bf16 * 1e3, 1)} if step_bf16 is not None else {}),
         "bandwidth_floor": round(weight_bytes / bandwidth * 1e3, 1),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
@@ -352,7 +354,7 @@ def _gaps(out: dict[str, Any]) -> list[str]:
                     f"costs {step['fast_generate_all_in']} ms all in (prefill and generate's per-token Python "
                     f"included), {step['bare_forward_fp32']} ms of it the bare forward, "
                     f"{step['bare_forward_fp32'] / step['bandwidth_floor']:.1f}x the {step['bandwidth_floor']} ms "
-                    f"bandwidth floor: per-op overhead of 30 small layers, not memory, bounds a step; a step costs "
-                    f"about the same for more rows, so more sequences decoded together (groups per batch) is the "
-                    f"remaining lever")
+                    f"bandwidth floor: the per-op cost of 30 small layers, not memory, bounds a step; twice the rows "
+                    f"cost {step['bare_forward_fp32_twice_the_rows']} ms a step, so decoding more sequences "
+                    f"together (more groups per batch) is the remaining lever")
     return gaps
