@@ -305,7 +305,11 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     out["generation_speedup"] = round(gen["fast_tokens_per_s"] / gen["baseline_tokens_per_s"], 2)
 
-    # SFT through the real SFTTrainer (the warm start's code)
+    # SFT through the real SFTTrainer (the warm start's code), which loads its own copy of the model
+    del model
+    import gc
+
+    gc.collect()
     if not skip_sft:
         chats = synthetic_chats(tokenizer, sft_demos, sft_min_tokens, sft_max_tokens, seed)
         base = bench_sft(path, chats, sft_batch, bf16=False, bucketed=False)
