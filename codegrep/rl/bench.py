@@ -358,7 +358,6 @@ def _gaps(out: dict[str, Any]) -> list[str]:
                     f"costs {step['fast_generate_all_in']} ms all in (prefill and generate's per-token Python "
                     f"included), {step['bare_forward_fp32']} ms of it the bare forward, "
                     f"{step['bare_forward_fp32'] / step['bandwidth_floor']:.1f}x the {step['bandwidth_floor']} ms "
-                    f"bandwidth floor: the per-op cost of 30 small layers, not memory, bounds a step; twice the rows "
-                    f"cost {step['bare_forward_fp32_twice_the_rows']} ms a step, so decoding more sequences "
-                    f"together (more groups per batch) is the remaining lever")
+                    f"bandwidth floor, so memory traffic does not bound a step; twice the rows cost "
+                    f"{step['bare_forward_fp32_twice_the_rows']} ms a step")
     return gaps
