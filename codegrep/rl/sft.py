@@ -154,10 +154,6 @@ SFT_RECIPE = "assistant-only, constant lr, length-bucketed batches"
 """What else shapes a warm start besides its demonstrations and the fields of ``settings``: part of the cache key,
 changed whenever :func:`warm_start` changes how it trains."""
 
-BASELINE_RECIPE = "assistant-only, constant lr, random batches"
-"""The recipe before length bucketing (``bucketed=False``): what ``codegrep bench train`` measures as its baseline."""
-
-
 def demo_token_ids(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[int]:
     """The token ids of one demonstration under the chat template (a flat list: transformers 5 returns a
     mapping from ``apply_chat_template(tokenize=True)`` unless ``return_dict=False``, whose ``len`` is 2)."""
