@@ -15,7 +15,15 @@ if TYPE_CHECKING:  # value types only; importing them here would pull heavy modu
     from codegrep.env.tools import ToolCall, ToolResult
     from codegrep.retrievers.base import Retrieval
 
-from codegrep.quiet import filter_warnings as _filter_warnings
+import os as _os
+
+# OpenMP threads that sleep instead of spinning while they wait: on a CPU shared with other jobs (tools, other
+# processes) spinning threads made every torch parallel region wait for a descheduled thread (a decode step on
+# 2 cores measured ~10x slower). Read once, when torch loads its OpenMP runtime, so it is set before any torch
+# import; an explicit OMP_WAIT_POLICY in the environment wins. See docs/training.md ("Threads").
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from codegrep.quiet import filter_warnings as _filter_warnings  # noqa: E402
 
 _filter_warnings()  # known-harmless warnings only, by message (codegrep.quiet), before any heavy import
 

@@ -210,9 +210,28 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
         result.ran.append(name)
         cache[name] = {"key": key, "seconds": result.seconds[name], "finished": time.time()}
         cache_file.write_text(json.dumps(cache, indent=2))
-    write_run_record(artifacts, cfg, {n: cache.get(n, {}).get("seconds") for n in NOTEBOOKS})
+    record_precision(write_run_record(artifacts, cfg, {n: cache.get(n, {}).get("seconds") for n in NOTEBOOKS}), cfg)
     build_report(artifacts)
     return result
+
+
+def record_precision(run_json: Path, cfg: dict[str, Any]) -> None:
+    """Adds ``cpu_precision`` to ``run.json``: the CPU's features and the precision the profile's training
+    chose on it (its train YAML's ``cpu_precision``, default ``auto``; see codegrep/agent/precision.py)."""
+    from codegrep.agent.precision import precision_record
+    from codegrep.rl.run import train_config_path
+
+    setting = "auto"
+    train = (cfg.get("train") or {}).get("config")
+    if train:
+        try:
+            path = Path(train) if Path(train).is_absolute() else project_root() / train
+            setting = (yaml.safe_load(train_config_path(path).read_text()) or {}).get("cpu_precision", "auto")
+        except (OSError, ValueError, yaml.YAMLError):  # the notebooks already reported a broken train YAML
+            pass
+    record = json.loads(run_json.read_text())
+    record["cpu_precision"] = precision_record(str(setting))
+    run_json.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:

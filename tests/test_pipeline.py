@@ -52,6 +52,8 @@ def test_reproduce_caches_and_force_reruns(tmp_path, monkeypatch):
     assert reproduce(**kw, seed=7).ran == ["01_mining"], "a library change is a new cache key"
     run = json.loads((tmp_path / "run/artifacts/run.json").read_text())
     assert run["seed"] == 7 and run["versions"]["torch"]
+    assert run["cpu_precision"]["setting"] == "auto"  # configs/train/ci.yaml; the CPU's features and the choice
+    assert run["cpu_precision"]["precision"] in ("fp32", "bf16") and "flags" in run["cpu_precision"]["cpu"]
     assert (tmp_path / "run/artifacts/report.md").read_text().startswith("# CodeGrep reproduction report")
 
 

@@ -80,6 +80,18 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
         raise ConfigError(f"{path}: {exc}") from None
 
 
+def cpu_precision_of(cg: Any, grpo: Any) -> str | None:
+    """The precision a CPU run trains in (SFT and the GRPO loss), from ``cpu_precision``; ``None`` on GPU runs
+    (TRL's ``bf16``/``fp16`` settings stand there). Generation stays fp32 (see docs/training.md)."""
+    import torch
+
+    from codegrep.agent.precision import resolve_precision
+
+    if not grpo.use_cpu and torch.cuda.is_available():
+        return None
+    return resolve_precision(cg.cpu_precision)
+
+
 def versions() -> dict[str, str]:
     import datasets
     import torch
@@ -153,6 +165,7 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     from datasets import Dataset
     from transformers import AutoTokenizer
 
+    from codegrep.agent.precision import precision_record
     from codegrep.agent.protocol import build_messages
     from codegrep.data.tasks import profile_tasks
     from codegrep.env.pool import WorktreePool
@@ -199,7 +212,11 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     (run_dir / "config.json").write_text(json.dumps({"codegrep": asdict(cg), "grpo": grpo.to_dict(),
                                                      "initial_policy": str(Path(model_path).resolve()), "n_train_tasks": len(tasks),
-                                                     "efficiency_scales": scales, "episode": episode},
+                                                     "efficiency_scales": scales, "episode": episode,
+                                                     "precision": {**precision_record(cg.cpu_precision),
+                                                                   "training": cpu_precision_of(cg, grpo),
+                                                                   "generation": "fp32" if cpu_precision_of(
+                                                                       cg, grpo) else None}},
                                                     indent=1, default=str))
     (run_dir / "versions.json").write_text(json.dumps(versions(), indent=1))
     trainer = CodeGrepGRPOTrainer(model=str(model_path), reward_funcs=list(REWARD_FUNCS), args=grpo,
@@ -310,17 +327,18 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
     from codegrep.rl import sft
 
     base = resolve_model(cg.model)
+    bf16 = bool(grpo.bf16) if cpu_precision_of(cg, grpo) is None else cpu_precision_of(cg, grpo) == "bf16"
     if not cg.warm_start:
         return base, []
     demos = demonstrations(cg, cfg, tasks, resolver, pool, agent, env_sec, tools, exclude, sources)
     settings = {"base": str(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size,
-                "sft": sft.SFT_RECIPE}
+                "sft": sft.SFT_RECIPE, "bf16": bf16}
     cache = Path(cg.warm_start_dir or Path(cg.out) / "_warm_start")
     out = cache / sft.demos_key([d["messages"] for d in demos], settings)
     out.parent.mkdir(parents=True, exist_ok=True)
     path = sft.warm_start(base, [d["messages"] for d in demos], out, epochs=cg.sft_epochs,
                           learning_rate=cg.sft_learning_rate, batch_size=cg.sft_batch_size, seed=0,
-                          use_cpu=grpo.use_cpu, bf16=grpo.bf16)
+                          use_cpu=grpo.use_cpu, bf16=bf16)
     if not (path / "demonstrations.jsonl").is_file():
         (path / "demonstrations.jsonl").write_text("".join(json.dumps(d) + "\n" for d in demos))
     return path, demos

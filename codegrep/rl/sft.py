@@ -25,10 +25,9 @@ def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-SFT_RECIPE = "assistant-only, constant lr, random batches"
+SFT_RECIPE = "assistant-only, constant lr, length-bucketed batches"
 """What else shapes a warm start besides its demonstrations and the fields of ``settings``: part of the cache key,
 changed whenever :func:`warm_start` changes how it trains."""
-
 
 def demo_token_ids(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[int]:
     """The token ids of one demonstration under the chat template (a flat list: transformers 5 returns a
@@ -36,12 +35,36 @@ def demo_token_ids(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[i
     return list(tokenizer.apply_chat_template(list(messages), tokenize=True, return_dict=False))
 
 
-def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], out_dir: Path, *, epochs: float,
-               learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
-               max_length: int = 2048) -> Path:
-    """Fine-tune on assistant tokens only and save to ``out_dir`` (reused when already there)."""
-    if (out_dir / "config.json").is_file():
-        return out_dir
+def length_buckets(lengths: Sequence[int], batch_size: int, seed: int) -> list[int]:
+    """Demonstration order for bucketed batches: sorted by length, cut into batches of ``batch_size``, batches
+    in a seeded random order (so training does not run from shortest to longest).
+
+    >>> length_buckets([5, 100, 7, 90, 6, 95], 2, seed=0)
+    [4, 0, 1, 5, 3, 2]
+    """
+    import random
+
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    random.Random(seed).shuffle(batches)
+    return [i for b in batches for i in sorted(b, key=lambda i: -lengths[i])]
+
+
+def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], work_dir: str | Path, *,
+                epochs: float, learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
+                bucketed: bool = True, max_length: int = 2048, max_steps: int = -1) -> tuple[Any, Any, dict]:
+    """TRL's ``SFTTrainer`` on the demonstrations that fit ``max_length``: (trainer, tokenizer, info).
+
+    ``bucketed`` batches demonstrations of similar length together (:func:`length_buckets`, read in that order:
+    each batch is padded to its own longest row, so little compute goes to padding; every row keeps its own
+    attention mask and positions, nothing is packed across demonstrations; transformers' ``group_by_length``
+    does not group datasets under 16 batches, the smoke warm start's size). ``bf16`` is autocast (weights stay
+    fp32).
+    ``info`` holds ``n_demos``, ``dropped_too_long``, ``tokens`` (demonstration tokens per epoch) and
+    ``tokenize_s``; the trainer's chat template is the training one (restore it with ``info["template"]``).
+    """
+    import time
+
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -50,31 +73,56 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
     if not demos:
         raise ValueError("warm start requested but there are no demonstrations (check train.sft_sources)")
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    fits = [m for m in demos if len(demo_token_ids(tokenizer, m)) <= max_length]
-    if not fits:
+    started = time.perf_counter()
+    lengths = [len(demo_token_ids(tokenizer, m)) for m in demos]
+    kept = [k for k, n in enumerate(lengths) if n <= max_length]
+    if not kept:
         raise ValueError(f"no demonstration fits max_length={max_length} tokens")
-    dropped, demos = len(demos) - len(fits), fits  # a cut demonstration would lose its submit call
-    template = tokenizer.chat_template
+    if bucketed:
+        kept = [kept[k] for k in length_buckets([lengths[k] for k in kept], batch_size, seed)]
+    fits = [demos[k] for k in kept]
+    info = {"n_demos": len(fits), "dropped_too_long": len(demos) - len(fits),  # a cut one would lose its submit
+            "tokens": sum(n for n in lengths if n <= max_length), "template": tokenizer.chat_template}
     tokenizer.chat_template = get_training_chat_template(tokenizer)  # adds {% generation %} markers
-    config = SFTConfig(output_dir=str(out_dir) + ".work", assistant_only_loss=True, num_train_epochs=epochs,
-                       learning_rate=learning_rate, per_device_train_batch_size=batch_size, seed=seed,
-                       use_cpu=use_cpu, bf16=bf16, report_to="none", save_strategy="no", logging_steps=1,
-                       max_length=max_length, gradient_checkpointing=False, lr_scheduler_type="constant")
-    # train_sampling_strategy="group_by_length" was measured SLOWER on smoke (6 SFT steps: about 12 min, against
-    # 9 min 6 s with random batches, same demonstrations and machine), so batches stay random
+    config = SFTConfig(output_dir=str(work_dir), assistant_only_loss=True, num_train_epochs=epochs,
+                       max_steps=max_steps, learning_rate=learning_rate, per_device_train_batch_size=batch_size,
+                       seed=seed, use_cpu=use_cpu, bf16=bf16, report_to="none", save_strategy="no", logging_steps=1,
+                       max_length=max_length, gradient_checkpointing=False, lr_scheduler_type="constant",
+                       train_sampling_strategy="sequential" if bucketed else "random")
     model = AutoModelForCausalLM.from_pretrained(model_path)
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
-                         train_dataset=Dataset.from_list([{"messages": m} for m in demos]))
+                         train_dataset=Dataset.from_list([{"messages": m} for m in fits]))  # tokenised once here
+    info["tokenize_s"] = time.perf_counter() - started
+    return trainer, tokenizer, info
+
+
+def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], out_dir: Path, *, epochs: float,
+               learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
+               max_length: int = 2048, bucketed: bool = True) -> Path:
+    """Fine-tune on assistant tokens only and save to ``out_dir`` (reused when already there).
+
+    ``bf16`` is bf16 autocast (on CPU: set by ``cpu_precision``, :mod:`codegrep.agent.precision`); ``bucketed``
+    groups demonstrations of similar length (:func:`sft_trainer`).
+    """
+    if (out_dir / "config.json").is_file():
+        return out_dir
+    trainer, tokenizer, info = sft_trainer(model_path, demos, str(out_dir) + ".work", epochs=epochs,
+                                           learning_rate=learning_rate, batch_size=batch_size, seed=seed,
+                                           use_cpu=use_cpu, bf16=bf16, bucketed=bucketed,
+                                           max_length=max_length)
     from codegrep.rl.progress import SFT_FIELDS, plain_progress
 
     plain_progress(trainer, "SFT", SFT_FIELDS)  # one line per step instead of raw log dicts
     result = trainer.train()
-    tokenizer.chat_template = template
+    tokenizer.chat_template = info.pop("template")
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     trainer.save_model(str(tmp))
     tokenizer.save_pretrained(str(tmp))
-    (tmp / "warm_start.json").write_text(json.dumps({"n_demos": len(demos), "dropped_too_long": dropped,
+    (tmp / "warm_start.json").write_text(json.dumps({"n_demos": info["n_demos"],
+                                                     "dropped_too_long": info["dropped_too_long"],
                                                      "max_length": max_length, "train_loss": result.training_loss,
+                                                     "precision": "bf16" if bf16 else "fp32",
+                                                     "bucketed": bucketed, "tokens": info["tokens"],
                                                      "log_history": trainer.state.log_history}, indent=1))
     tmp.rename(out_dir)
     return out_dir

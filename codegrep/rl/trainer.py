@@ -91,6 +91,11 @@ class CodeGrepArgs:
         "help": "max_turns of the warm start's demonstration episodes (default: the run's max_turns). The ablation "
                 "sets the main run's value when ablation_max_turns differs, so its screen and arms start from "
                 "notebook 03's warm start instead of training another."})
+    cpu_precision: str = field(default="auto", metadata={
+        "help": "Arithmetic precision on CPU (SFT, GRPO loss and generation): 'auto' = bf16 autocast where the CPU "
+                "has native bf16 (avx512_bf16 / amx_bf16), fp32 elsewhere; 'fp32' turns reduced precision off; "
+                "'bf16' forces it (emulated, slower, without those flags). Weights stay fp32. Recorded in "
+                "config.json. GPU runs use TRL's bf16/fp16 settings instead."})
     prefix_cache_mb: int = field(default=4096, metadata={"help": "Rollouts on the plain transformers backend: "
                                  "memory for reusing earlier turns' key/value states (0 = TRL's generate)."})
     kl_probe: bool = field(default=True, metadata={"help": "Log KL to the initial policy every step (also beta=0)."})
@@ -134,6 +139,10 @@ class CodeGrepArgs:
     ablation_probe_every: int = field(default=1, metadata={"help": "Steps between exact probe-KL measurements."})
 
     def __post_init__(self) -> None:
+        from codegrep.agent.precision import PRECISIONS
+
+        if self.cpu_precision not in PRECISIONS:
+            raise ValueError(f"--cpu_precision {self.cpu_precision!r}: expected one of {PRECISIONS}")
         if self.efficiency_layer not in LAYERS:
             raise ValueError(f"--efficiency_layer {self.efficiency_layer!r}: expected one of {LAYERS}")
         if len(self.efficiency_weights) != 3:
@@ -185,6 +194,13 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             self.rollout_func = _timed(self.rollout_func, self, "generation")
         self._timing: dict[str, float] = {}
         self._prefix_cache = self._make_prefix_cache()
+        from codegrep.agent.precision import resolve_precision
+
+        # CPU: bf16 autocast around the loss's forward where cpu_precision resolves to it (compute-bound: 2-5x on
+        # native-bf16 CPUs); generation stays fp32 (decode is bandwidth/overhead-bound at a group's batch size and
+        # bf16 autocast measured slower there: `codegrep bench train`). GPUs: TRL's bf16/fp16 settings.
+        self.loss_precision = resolve_precision(self.cg.cpu_precision) \
+            if self.accelerator.device.type == "cpu" and not self.args.bf16 else "fp32"
 
     def _make_prefix_cache(self) -> Any:
         """A prefix cache for the plain transformers backend; None where TRL's own path must run."""
@@ -197,6 +213,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         return PrefixCache(int(self.cg.prefix_cache_mb) << 20)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """One turn for every row in ``prompt_ids`` (the whole batch: every group), decoded together in one
+        batched ``generate`` through the prefix cache."""
         if self._prefix_cache is None or images is not None or multimodal_fields:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
@@ -256,8 +274,11 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         self._timing["generated_tokens"] = self._timing.get("generated_tokens", 0.0) + float(
             sum(s.tokens for s in self.last_scores))
         if self.kl_probe is not None:
+            from codegrep.agent.precision import autocast
+
             started = time.perf_counter()
-            batch["probe_ref_logps"] = self.kl_probe.reference_logps(self, batch)
+            with autocast(self.loss_precision):  # the same precision as the loss's policy log-probs
+                batch["probe_ref_logps"] = self.kl_probe.reference_logps(self, batch)
             self._add_time("probe_reference", time.perf_counter() - started)
         return batch
 
@@ -284,8 +305,11 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
+        from codegrep.agent.precision import autocast
+
         self._loss_policy_logps = None
-        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        with autocast(self.loss_precision):  # the forward only: backward follows the recorded dtypes
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         if "probe_ref_logps" in inputs and self._loss_policy_logps is not None:
             mode = "train" if self.model.training else "eval"
             kl = masked_mean_kl(self._loss_policy_logps, inputs["probe_ref_logps"], model_token_mask(inputs))
