@@ -166,7 +166,7 @@ def test_training_inputs_never_hold_an_evaluation_instance(profile):
     from codegrep.config import load_profile
     from codegrep.data.tasks import evaluation_instance_ids, profile_tasks
     from codegrep.rl.run import episode_config, parse_train_args, train_config_path
-    from codegrep.rl.sft import recorded_demonstrations
+    from codegrep.rl.demos import recorded_demonstrations
 
     cfg = load_profile(profile)
     cg, _ = parse_train_args(train_config_path(cfg["_source"]))

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from codegrep.rl.demos import SOURCES, catm_demonstrations, mix, recorded_demonstrations  # noqa: F401  (moved)
 
 
 def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -> str:
