@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -214,7 +215,7 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
         return score_row(task, retrieval, k, retriever.name)
 
     with out_path.open("a") as fh, tqdm(total=len(todo), desc=f"evaluate {retriever.name}",
-                                        disable=not progress or not todo) as bar:
+                                        disable=not progress or not todo or bool(os.environ.get("TQDM_DISABLE"))) as bar:
         def record(row: dict[str, Any]) -> None:
             with lock:
                 fh.write(json.dumps(row, default=str) + "\n")
