@@ -107,21 +107,25 @@ def share_verdict(k: Any, n: Any, bar: float = VERIFY_BAR) -> str:
     return SUPPORTED if lo > bar else CONTRADICTED if hi < bar else INCONCLUSIVE
 
 
-def reference_verdict(ref: float, intervals: dict[str, tuple[Any, Any]], definition_known: bool) -> str:
+def reference_verdict(ref: float, intervals: dict[str, tuple[Any, Any]], definition_known: bool,
+                      n: Any = None, min_n: int = MIN_GOLD_N) -> str:
     """A paper value against this run's intervals under the candidate definitions of the same quantity:
     supported when one interval contains it, contradicted when none does *and* the paper's definition is known;
     when it is not, a miss under every definition measured is inconclusive (it may be a definition difference).
+    On fewer than ``min_n`` instances an interval wide enough to contain anything supports nothing: inconclusive.
 
     >>> reference_verdict(0.375, {"P@1": (0.465, 0.674), "P@3": (0.21, 0.28)}, False)
     'inconclusive'
     >>> reference_verdict(0.375, {"P@1": (0.30, 0.45)}, False), reference_verdict(0.375, {"P@1": (0.5, 0.6)}, True)
     ('supported', 'contradicted')
-    >>> reference_verdict(0.375, {"P@1": (None, None)}, True)
-    'not measured here'
+    >>> reference_verdict(0.375, {"P@1": (None, None)}, True), reference_verdict(0.375, {"P@1": (0.0, 0.8)}, False, 5)
+    ('not measured here', 'inconclusive')
     """
     usable = [(lo, hi) for lo, hi in intervals.values() if finite(lo, hi)]
     if not usable:
         return NOT_MEASURED
+    if finite(n) and n < min_n:
+        return INCONCLUSIVE
     if any(lo <= ref <= hi for lo, hi in usable):
         return SUPPORTED
     return CONTRADICTED if definition_known else INCONCLUSIVE
@@ -343,11 +347,14 @@ def _precision(res: Results) -> Row:
     ref = PAPER_REFERENCE["precision.bm25"]
     p1 = (g("p_at_1_bm25_lo"), g("p_at_1_bm25_hi"))
     p3 = (g("p_at_3_bm25_lo"), g("p_at_3_bm25_hi"))
-    v = reference_verdict(ref, {"P@1": p1, "P@3": p3}, definition_known=False)
+    n = g("n_instances")
+    v = reference_verdict(ref, {"P@1": p1, "P@3": p3}, definition_known=False, n=n)
     why = {SUPPORTED: f"the paper's BM25 {ref} lies inside this run's interval under P@1 or P@3.",
-           INCONCLUSIVE: f"the paper's BM25 {ref} lies outside both P@1 and P@3 intervals; the paper does not state "
-                         "its precision definition (docs/retrievers.md argues for P@1), so this may be a definition "
-                         "difference, and the instances and BM25 implementation differ.",
+           INCONCLUSIVE: (f"only {n} instances: too few for an interval to support anything." if finite(n) and
+                          n < MIN_GOLD_N else
+                          f"the paper's BM25 {ref} lies outside both P@1 and P@3 intervals; the paper does not state "
+                          "its precision definition (docs/retrievers.md argues for P@1), so this may be a definition "
+                          "difference, and the instances and BM25 implementation differ."),
            CONTRADICTED: "",
            NOT_MEASURED: res.reason("05_precision_threshold", "p_at_1_bm25") or "BM25 was not evaluated."}[v]
     return Row("Retriever precision on SWE-bench Verified (BM25)", f"BM25 {ref} (definition not stated)",

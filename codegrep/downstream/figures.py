@@ -33,7 +33,9 @@ def fit_story(effects: pd.DataFrame, metric: str) -> str:
     ...                   {"outcome": "rounds_after", "term": "H", "effect": -6.0, "low": -9.0, "high": -3.0,
     ...                    "scale": "rounds"}])
     >>> fit_story(e, "rounds")
-    'W (wrong file) -2.96 [-11.40, +5.40] rounds: no harm shown; the crossing comes from losing H (target first, -6.00 [-9.00, -3.00]) after a wrong read'
+    'W (wrong file) -2.96 [-11.40, +5.40] rounds: no harm shown; the crossing comes from losing H (target first) -6.00 [-9.00, -3.00] after a wrong read'
+    >>> fit_story(e.assign(high=[5.4, 3.4]), "rounds").split(": ")[0]
+    'W (wrong file) -2.96 [-11.40, +5.40] rounds and H (target first) -6.00 [-9.00, +3.40]'
     >>> fit_story(e.assign(low=[1.0, -9.0], high=[4.0, -3.0], effect=[2.0, -6.0]), "rounds").split(":")[0]
     'W (wrong file) +2.00 [+1.00, +4.00] rounds'
     """
@@ -45,8 +47,12 @@ def fit_story(effects: pd.DataFrame, metric: str) -> str:
     harmful = (w["low"] > 0) if sign > 0 else (w["high"] < 0)
     if harmful:
         return f"{wtxt}: wrong files go with costlier runs"
-    return (f"{wtxt}: no harm shown; the crossing comes from losing H (target first, "
-            f"{h['effect']:.2f} [{h['low']:.2f}, {h['high']:.2f}]) after a wrong read")
+    htxt = f"H (target first) {h['effect']:+.2f} [{h['low']:+.2f}, {h['high']:+.2f}]"
+    helps = (h["high"] < 0) if sign > 0 else (h["low"] > 0)
+    if helps:
+        return f"{wtxt}: no harm shown; the crossing comes from losing {htxt} after a wrong read"
+    return (f"{wtxt} and {htxt}: neither interval excludes 0, so the crossing rests on point estimates "
+            "(mostly the loss of H after a wrong read)")
 
 
 def validation_caveat(validation_pooled: dict[str, Any] | None, metric: str) -> str:
@@ -74,11 +80,12 @@ def _paper_retrievers(ax: Any) -> None:
     """The paper's three retrievers at their reported precision (references), marked on the x axis."""
     from codegrep.paper import PAPER_REFERENCE
 
-    for name, key in (("BM25", "precision.bm25"), ("Jina", "precision.jina"), ("CodeGrep", "precision.codegrep")):
+    for i, (name, key) in enumerate((("BM25", "precision.bm25"), ("Jina", "precision.jina"),
+                                     ("CodeGrep", "precision.codegrep"))):
         p = PAPER_REFERENCE[key]
         ax.plot([p], [0], marker="v", color="0.25", ms=7, clip_on=False, transform=ax.get_xaxis_transform(),
                 zorder=5)
-        ax.annotate(f"{name} {p}", (p, 0), xycoords=("data", "axes fraction"), xytext=(0, 9),
+        ax.annotate(f"{name} {p}", (p, 0), xycoords=("data", "axes fraction"), xytext=(0, 9 + 9 * (i % 2)),
                     textcoords="offset points", ha="center", fontsize=6.5, color="0.25")
 
 
@@ -122,8 +129,10 @@ def bracket_figure(br: Bracket, table: pd.DataFrame | None, paper_interval: list
             notes.append(caveat)
         ax.axhline(0, color="0.3", lw=0.8)
         ax.set_xlim(0, 1)
-        ax.set_xlabel("hint precision p (share of the k files that are targets)\n" + "\n".join(notes),
-                      fontsize=7.5)
+        import textwrap
+
+        ax.set_xlabel("hint precision p (share of the k files that are targets)\n"
+                      + "\n".join(textwrap.fill(n, 80) for n in notes), fontsize=7.5)
         ax.set_ylabel(label)
         plots.title(ax, f"{metric}: expected change, k = {br.config.set_size}" + (" (FIT FAILS CHECK)" if caveat else ""),
                     "real runs, MODEL + FIT", n_runs, "runs")
@@ -225,7 +234,7 @@ def resolve_figure(table: pd.DataFrame, paper: dict[str, float]) -> Any:
     ax.set_xticks(x, ticks)
     ax.set_ylabel("resolve rate (%)")
     ax.set_ylim(0, 100)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3)
     plots.title(ax, "Resolve rate: recorded and modelled (levels)", "real SWE-bench Verified runs, FIT",
                 int(table["n"].max()))
     d = 100 * table["resolve_change_observational"]
@@ -238,7 +247,7 @@ def resolve_figure(table: pd.DataFrame, paper: dict[str, float]) -> Any:
     ax2.axhline(0, color="0.3", lw=0.8)
     ax2.set_xticks(x, ticks)
     ax2.set_ylabel("resolve change (percentage points)")
-    ax2.legend(fontsize=6.5, loc="best")
+    ax2.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     plots.title(ax2, "Resolve change with each retriever's files (paired)", "real runs, FIT", int(table["n"].max()))
     fig.suptitle("Resolve FIT: logistic regression on W, H and instance covariates over the real recorded runs",
                  fontsize=9)
