@@ -415,7 +415,7 @@ def _html(md: str, base: Path) -> str:
     in_table = False
     for line in md.splitlines():
         if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
             if set("".join(cells)) <= set("-"):
                 continue
             tag = "th" if not in_table else "td"
