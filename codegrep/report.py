@@ -362,7 +362,11 @@ def update_readme(readme: Path, run_dir: Path | None = None, check: bool = False
     from codegrep.errors import UserError
 
     readme = Path(readme)
+    if not readme.is_file():
+        raise UserError(f"--readme: {readme}: no such file")
     run_dir = Path(run_dir) if run_dir is not None else committed_run()
+    if run_dir is not None and not (Path(run_dir) / "run.json").is_file():
+        raise UserError(f"--results: {run_dir}: no run.json there (a committed run holds run.json and headlines/)")
     if run_dir is None:
         raise UserError(f"--readme: no committed run under {RESULTS_DIR}/<{'|'.join(COMMITTED_PROFILES)}>/run.json "
                         "(save one with `codegrep report --artifacts DIR --save-results`)")
