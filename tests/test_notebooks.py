@@ -146,7 +146,7 @@ REQUIRED: dict[str, dict[str, Spec]] = {
     "02_environment": {
         "bench_repo_files": COUNT, "pool_per_rollout_ms": NONNEG, "clone_per_rollout_ms": NONNEG,
         "tool_p50_ms": NONNEG, "tool_p99_ms": NONNEG, "loaded_p99_ms": NONNEG, "failures": COUNT0,
-        "leaked_worktrees": ZERO, "recommended_mode": TEXT, "tasks": COUNT,
+        "leaked_worktrees": ZERO, "recommended_mode": TEXT, "tasks": COUNT, "n_cold_samples": COUNT,
     },
     "03_training": {  # issue 20
         "steps": COUNT, "train_seconds_per_step": Spec(0.0), "final_kl": NONNEG,
