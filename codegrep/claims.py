@@ -249,14 +249,20 @@ class Results:
 
 
 # ---------------------------------------------------------------------------------------------- formatting
+PTS = "pts"
+"""Format spec of a change in a rate, printed in percentage points."""
+
+
 def fmt(value: Any, spec: str = "{:.3f}") -> str:
     """A number for a table cell ("n/a" when absent).
 
-    >>> fmt(0.5), fmt(None), fmt(-0.15, "{:+.1%}")
-    ('0.500', 'n/a', '-15.0%')
+    >>> fmt(0.5), fmt(None), fmt(-0.15, "{:+.1%}"), fmt(0.012, PTS)
+    ('0.500', 'n/a', '-15.0%', '+1.2 pts')
     """
     if not finite(value):
         return "n/a" if value is None or isinstance(value, float) else str(value)
+    if spec == PTS:
+        return f"{100 * value:+.1f} pts"
     return spec.format(value)
 
 
@@ -484,7 +490,7 @@ def _downstream(res: Results) -> list[Row]:
     rv = direction_verdict(lo, hi, want="above") if ok else NOT_MEASURED
     resolve = "; ".join(f"{r} {fmt(g(f'{r}.resolve_model_without'), '{:.1%}')} → "
                         f"{fmt(g(f'{r}.resolve_model_with'), '{:.1%}')} (change "
-                        f"{with_interval(g(f'{r}.resolve_change_observational'), g(f'{r}.resolve_change_observational_lo'), g(f'{r}.resolve_change_observational_hi'), '{:+.1%}')})"
+                        f"{with_interval(g(f'{r}.resolve_change_observational'), g(f'{r}.resolve_change_observational_lo'), g(f'{r}.resolve_change_observational_hi'), PTS)})"
                         for r in ("oracle", "bm25", "agent"))
     rows.append(Row("Downstream: CodeGrep's files raise the resolve rate",
                     f"{PAPER_REFERENCE['downstream.resolve_without']:.1%} → "

@@ -436,6 +436,8 @@ def _html(md: str, base: Path) -> str:
         elif line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
             out.append(f"<h{level}>{_inline(line.lstrip('# '))}</h{level}>")
+        elif line.startswith("- "):
+            out.append(f"<ul><li>{_inline(line[2:])}</li></ul>")
         elif line.strip():
             out.append(f"<p>{_inline(line)}</p>")
     return "\n".join(out + (["</table>"] if in_table else []) + ["</body></html>"])

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from codegrep.claims import Results, finite, fmt, with_interval
+from codegrep.claims import PTS, Results, finite, fmt, with_interval
 from codegrep.paper import PAPER_REFERENCE
 
 RETRIEVERS = {
@@ -117,7 +117,7 @@ def downstream_table(res: Results) -> list[str]:
                           with_interval(g(f"{k}.{m}_observational"), g(f"{k}.{m}_observational_lo"),
                                         g(f"{k}.{m}_observational_hi"), pct))
         resolve = (f"{fmt(g(f'{k}.resolve_model_without'), '{:.1%}')} → {fmt(g(f'{k}.resolve_model_with'), '{:.1%}')}"
-                   f" ({with_interval(g(f'{k}.resolve_change_observational'), g(f'{k}.resolve_change_observational_lo'), g(f'{k}.resolve_change_observational_hi'), pct)})")
+                   f" ({with_interval(g(f'{k}.resolve_change_observational'), g(f'{k}.resolve_change_observational_lo'), g(f'{k}.resolve_change_observational_hi'), PTS)})")
         n = g(f"{k}.n") if finite(g(f"{k}.n")) else g("n_instances")
         lines.append(f"| {label} | {RETRIEVERS[name]} | {with_interval(g(f'{k}.precision'), g(f'{k}.precision_lo'), g(f'{k}.precision_hi'))}"
                      f" | {cell('rounds_change')} | {cell('tokens_resolved_change')} | {resolve} | {fmt(n, '{:.0f}')} |")
