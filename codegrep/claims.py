@@ -516,7 +516,8 @@ def _verify(res: Results) -> Row:
     return Row("Docker-free verification reproduces SWE-bench verdicts (gold resolves, base does not)",
                "— (no paper number)", f"{k} of {n} trusted ({with_interval(k / n if n else None, lo, hi, '{:.0%}')})",
                count(n, "instances"), "measured", v,
-               f"Wilson 95% lower bound vs {VERIFY_BAR:.0%}; not trusted: {reasons or 'none'}.",
+               f"Wilson 95% lower bound vs {VERIFY_BAR:.0%}; not trusted: {reasons or 'none'}; measured by "
+               f"`{d.get('command', 'codegrep verify')}`.",
                res.study_label("verify"))
 
 
