@@ -156,8 +156,10 @@ CAPTIONS = {
     "06_resolve_by_retriever": "Left: resolve rate recorded and modelled without/with each retriever's files. "
                                "Right: the paired change (FIT) with its interval: an interval containing 0 means no "
                                "measurable effect.",
-    "report_agent_vs_bm25": "Per instance, the trained agent against BM25 on the same held-out instances: points "
-                            "above the diagonal are instances where the agent did better.",
+    "report_agent_vs_bm25": "Per instance, the trained agent against BM25 on the same held-out instances. Left: "
+                            "top-1 hits paired; the off-diagonal cells are the instances where the two differ (what "
+                            "the paired interval reads). Right: points above the diagonal are instances where the "
+                            "agent ranked a gold file higher.",
 }
 """What to read off each figure (figures without one get their title as caption)."""
 
@@ -179,14 +181,16 @@ def _top1(row: dict[str, Any]) -> bool:
 
 def agent_vs_bm25_rows(artifacts: Path) -> tuple[list[dict], list[dict], str] | None:
     """The trained agent's and BM25's harness rows on the same held-out instances, as notebook 03 wrote them
-    (``<artifacts>/train/eval/<run>/{GRPO,bm25}.jsonl``; the run named in 03's headline first)."""
+    (``<artifacts>/train/eval/<run>/GRPO.jsonl``, the run named in 03's headline first; BM25's beside it or in
+    ``<artifacts>/eval/bm25.jsonl``, the harness's cache)."""
     base = Path(artifacts) / "train" / "eval"
     head = Path(artifacts) / "headlines" / "03_training.json"
     run = json.loads(head.read_text()).get("numbers", {}).get("run") if head.is_file() else None
     dirs = ([base / run] if run else []) + sorted(base.glob("*")) if base.is_dir() else []
     for d in dirs:
-        if (d / "GRPO.jsonl").is_file() and (d / "bm25.jsonl").is_file():
-            a, b = _read(d / "GRPO.jsonl"), _read(d / "bm25.jsonl")
+        bm25 = next((p for p in (d / "bm25.jsonl", Path(artifacts) / "eval" / "bm25.jsonl") if p.is_file()), None)
+        if (d / "GRPO.jsonl").is_file() and bm25 is not None:
+            a, b = _read(d / "GRPO.jsonl"), _read(bm25)
             shared = sorted(set(a) & set(b))
             return [a[i] for i in shared], [b[i] for i in shared], d.name
     return None

@@ -174,7 +174,7 @@ def test_report_draws_agent_vs_bm25_per_instance(tmp_path):
     (d / "bm25.jsonl").write_text("\n".join(json.dumps({**r, "ranked": ["b.py"]}) for r in rows) + "\n")
     build_report(artifacts)
     md = (artifacts / "report.md").read_text()
-    assert "(../figures/report_agent_vs_bm25.png)" in md and "points above the diagonal" in md
+    assert "(../figures/report_agent_vs_bm25.png)" in md and "points above the diagonal" in md and "off-diagonal" in md
     assert (tmp_path / "figures" / "report_agent_vs_bm25.png").stat().st_size > 1000
 
 
