@@ -196,3 +196,16 @@ def test_readme_check_fails_when_a_committed_number_changes(tmp_path):
     head["numbers"]["p_at_1_diff_hi"] = 0.1
     (run / "headlines" / "03_training.json").write_text(json.dumps(head))
     assert update_readme(readme, run, check=True)
+
+
+def test_save_results_commits_a_run_the_readme_generator_then_reads(tmp_path):
+    from codegrep.report import committed_run, save_results
+
+    artifacts = _run(tmp_path / "run")
+    dest = save_results(artifacts, root=tmp_path / "repo")
+    assert dest == tmp_path / "repo" / "docs" / "results" / "ci"
+    assert sorted(p.name for p in (dest / "headlines").iterdir()) == ["03_training.json", "04_ablation.json"]
+    assert committed_run(tmp_path / "repo") == dest
+    (dest.parent / "smoke" / "headlines").mkdir(parents=True)
+    (dest.parent / "smoke" / "run.json").write_text("{}")
+    assert committed_run(tmp_path / "repo") == dest.parent / "smoke"  # a committed smoke run wins over ci
