@@ -352,6 +352,7 @@ def readme_block(res: Results, where: str) -> str:
                       f"**Headline numbers**, generated from the committed {res.run_label()}{took} (`{where}`) and the "
                       f"studies in `{res.external_dir}/`; paper values are references only; each row says which run "
                       "or study it comes from and what produced it. Verdict rules: `codegrep/claims.py`.", "",
+                      SCALE.get(res.profile, f"Profile {res.profile!r}."), "",
                       *markdown_table(summary_rows(res)), "", README_END])
 
 
