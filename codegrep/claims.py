@@ -243,9 +243,10 @@ class Results:
 
     def study_label(self, name: str) -> str:
         d = self.external.get(name) or {}
-        commit = str(d.get("git_commit") or d.get("commit") or "?")[:7]
-        date = str(d.get("measured_at") or d.get("updated") or d.get("finished_at") or "?")[:10]
-        return f"{self.external_dir}/{EXTERNAL[name]}, commit {commit}, {date}"
+        commit = d.get("git_commit") or d.get("commit")
+        date = str(d.get("measured_at") or d.get("updated") or d.get("finished_at") or "date not recorded")[:10]
+        return (f"{self.external_dir}/{EXTERNAL[name]}, " + (f"commit {str(commit)[:7]}" if commit else
+                                                            "commit not recorded") + f", {date}")
 
 
 # ---------------------------------------------------------------------------------------------- formatting
@@ -400,7 +401,8 @@ def _ablation(res: Results) -> list[Row]:
     if study is None:
         rows.append(Row("… the same, powered study (paired seeds, outside the pipeline)", paper, "n/a", "n/a",
                         "measured", NOT_MEASURED, f"no {res.external_dir}/{EXTERNAL['ablation']} committed yet: it "
-                        "is produced by the paired-seed ablation study (docs/training.md)", "—"))
+                        "is produced by the paired-seed ablation study, `codegrep ablation study --config "
+                        "configs/train/mechanism.yaml --seeds 10 --result docs/results/ablation_study.json`", "—"))
     else:
         lo, hi = study.get("kl_log_ratio_lo"), study.get("kl_log_ratio_hi")
         ratio = with_interval(math.exp((lo + hi) / 2), math.exp(lo), math.exp(hi), "{:.2f}") if finite(lo, hi) else "n/a"
