@@ -347,7 +347,10 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
 def readme_block(res: Results, where: str) -> str:
     """The README's generated headline table (between the markers), from a committed run."""
     secs = [v for v in (res.run.get("notebook_seconds") or {}).values() if isinstance(v, (int, float))]
+    ran = [n[:2] for n, v in (res.run.get("notebook_seconds") or {}).items() if isinstance(v, (int, float))]
     took = f", notebooks {sum(secs) / 60:.1f} min in all (run.json)" if secs else ""
+    if ran and len(ran) < len(STAGES):
+        took += f"; only notebooks {', '.join(ran)} ran in it"
     return "\n".join([README_BEGIN,
                       f"**Headline numbers**, generated from the committed {res.run_label()}{took} (`{where}`) and the "
                       f"studies in `{res.external_dir}/`; paper values are references only; each row says which run "
