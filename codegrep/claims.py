@@ -391,6 +391,10 @@ def _ablation(res: Results) -> list[Row]:
     rows = []
     text = g("verdict")
     v = ablation_verdict(text)
+    tied = g("tied_group_share")
+    if finite(tied) and tied in (0, 1) and v != NOT_MEASURED:  # the design's premise failed: nothing to tell apart
+        v, text = INCONCLUSIVE, (f"the batches never mixed tied and varied groups (tied share {tied:.0%}), so the "
+                                 f"two layers cannot differ by design; the ablation's own verdict was: {text}")
     rows.append(Row("Efficiency signal at the advantage layer drifts less (probe KL) than at the reward layer",
                     paper, f"ratio {with_interval(g('kl_ratio'), g('kl_ratio_lo'), g('kl_ratio_hi'), '{:.2f}')} (90%)",
                     count(g("n_paired_seeds"), "paired seeds"), "measured", v,
