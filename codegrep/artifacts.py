@@ -91,3 +91,39 @@ def read_headline(artifacts: Path, notebook: str) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"no headline numbers at {path}: run notebook {notebook} first")
     return json.loads(path.read_text())
+
+
+def key_value_table(record: dict[str, Any], skip: tuple[str, ...] = (), na: str = "n/a") -> Any:
+    """A dict as a two-column table for a notebook (``quantity``, ``value``): nested dicts flattened with dots,
+    lists of scalars joined, long lists counted, empty values shown as ``na``, keys in ``skip`` (and paths:
+    machine-specific noise) left out.
+
+    >>> key_value_table({"n": 3, "p": None, "formats": {"a": 1}, "path": "/tmp/x", "ids": [1, 2]},
+    ...                 skip=("path",)).values.tolist()
+    [['n', '3'], ['p', 'n/a'], ['formats.a', '1'], ['ids', '1, 2']]
+    """
+    import pandas as pd
+
+    rows: list[tuple[str, str]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if str(k) not in skip:
+                    walk(f"{prefix}.{k}" if prefix else str(k), v)
+            return
+        if value is None or (isinstance(value, float) and not math.isfinite(value)) or value == [] or value == {}:
+            text = na
+        elif isinstance(value, (list, tuple)):
+            text = ", ".join(map(str, value)) if len(value) <= 8 and all(
+                not isinstance(v, (dict, list)) for v in value) else f"{len(value)} items"
+        elif isinstance(value, float):
+            text = f"{value:,.4g}"
+        elif isinstance(value, (str, Path)) and str(value).startswith("/"):
+            return  # an absolute path: machine-specific, never shown
+        else:
+            text = str(value)
+        rows.append((prefix, text))
+
+    walk("", record)
+    return pd.DataFrame(rows, columns=["quantity", "value"])

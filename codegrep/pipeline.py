@@ -104,12 +104,14 @@ def cache_key(notebook: Path, params: dict[str, Any], profile_text: str, library
 
 
 KERNEL_PROGRESS_INTERVAL_S = 30
-"""Seconds between progress-bar refreshes inside headless notebook kernels (``TQDM_MININTERVAL``)."""
+"""Seconds between progress-bar refreshes inside headless notebook kernels (``TQDM_MININTERVAL``), for a bar
+that is still drawn (one whose code passes ``disable`` explicitly)."""
 
 
-KERNEL_QUIET_BARS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
-"""Third-party bars hidden in headless kernels (model loading/saving, dataset maps: seconds each, no information);
-the bundle's own bars (training, evaluation, indexing) stay, throttled."""
+KERNEL_QUIET_BARS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS", "TQDM_DISABLE")
+"""Progress bars hidden in headless kernels: an executed notebook is read after the fact, where a bar is noise
+(issue 30); ``TQDM_DISABLE`` sets tqdm's default, so a bar whose code passes ``disable`` explicitly must be turned
+off by its caller (``progress=False``). ``reproduce`` itself still shows one bar per notebook."""
 
 
 def _ipc_kernel_manager(socket_dir: str) -> type:

@@ -139,3 +139,39 @@ def log_axis_positive(values: Iterable[float]) -> bool:
 
     vals = list(values)
     return bool(vals) and all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in vals)
+
+
+def paired_hits(ax: Any, a: Iterable[bool], b: Iterable[bool], name_a: str, name_b: str) -> None:
+    """A 2x2 table of paired binary outcomes (e.g. top-1 hit) on the same instances, counts written in; the
+    off-diagonal cells are where the two differ (what a paired test reads)."""
+    import numpy as np
+
+    a, b = [bool(x) for x in a], [bool(x) for x in b]
+    table = np.zeros((2, 2), dtype=int)
+    for x, y in zip(a, b):
+        table[int(x), int(y)] += 1
+    ax.imshow(table, cmap="Blues", vmin=0, vmax=max(int(table.max()), 1))
+    for i in range(2):
+        for j in range(2):
+            ax.text(j, i, f"{table[i, j]:,}", ha="center", va="center", fontsize=11,
+                    color="white" if table[i, j] > table.max() / 2 else "black")
+    ax.set_xticks([0, 1], [f"{name_b} miss", f"{name_b} hit"])
+    ax.set_yticks([0, 1], [f"{name_a} miss", f"{name_a} hit"])
+    ax.grid(False)
+
+
+def paired_scatter(ax: Any, a: Iterable[float], b: Iterable[float], name_a: str, name_b: str,
+                   seed: int = 0) -> None:
+    """Per-instance values of two methods on the same instances (x: ``name_b``, y: ``name_a``), jittered so that
+    ties stay visible, with the diagonal (equal)."""
+    import numpy as np
+
+    a, b = np.asarray(list(a), float), np.asarray(list(b), float)
+    rng = np.random.default_rng(seed)
+    jit = lambda v: v + rng.uniform(-0.02, 0.02, v.size)  # noqa: E731
+    ax.plot([0, 1], [0, 1], color="0.5", lw=0.8, ls="--", label="equal")
+    ax.scatter(jit(b), jit(a), s=14, alpha=0.6, color=PALETTE[0], label="one instance (jittered)")
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel(name_b)
+    ax.set_ylabel(name_a)

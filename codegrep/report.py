@@ -21,7 +21,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from codegrep.claims import Results, markdown_table, summary_rows
 from codegrep.paper import PAPER_REFERENCE
+from codegrep.report_tables import CAPTIONS, agent_vs_bm25_figure, downstream_table, precision_table
 
 KINDS = {"run": "measured", "measured": "measured", "model": "MODEL", "fit": "FIT", "simulation": "SIMULATION"}
 """How the report marks what produced a number (the same words as ``codegrep.plots.SOURCES``)."""
@@ -73,22 +75,26 @@ class Claim:
     """How to print the paper's value when it is not one number (e.g. an interval)."""
 
 
-_P3 = "paper reports one precision per retriever on Verified; shown beside P@1 here (definition: see docs/retrievers.md)"
 CLAIMS = (
     Claim("CATM mining", "real trajectories mined", "mining.n_trajectories", "01_mining", "trajectories", "{:,.0f}",
           note="real mini-swe-agent runs shipped in data/ (ci: a few); paper: 67K from public datasets"),
     Claim("CATM mining", "useful supervision records (resolved, with targets)", None, "01_mining",
-          "useful_records", "{:,.0f}"),
+          "useful_records", "{:,.0f}", n_key="trajectories"),
     Claim("CATM mining", "mined targets vs gold files: precision", None, "01_mining", "gold_precision",
-          note="resolved runs vs SWE-bench Verified gold files"),
-    Claim("CATM mining", "mined targets vs gold files: recall", None, "01_mining", "gold_recall"),
+          n_key="gold_n", note="resolved runs vs SWE-bench Verified gold files"),
+    Claim("CATM mining", "mined targets vs gold files: recall", None, "01_mining", "gold_recall", n_key="gold_n"),
     Claim("Environment", "acquisition per rollout, clone-per-rollout / default mode (x)", None, "02_environment",
-          "clone_per_rollout_vs_default", "{:.1f}", note="profile's bench repository, counting the first rollout's wait"),
+          "clone_per_rollout_vs_default", "{:.1f}", n_key="n_cold_samples",
+          note="profile's bench repository (see its file count below), counting the first rollout's wait; "
+               "n = cold samples per mode"),
+    Claim("Environment", "files in the bench repository", None, "02_environment", "bench_repo_files", "{:,.0f}"),
     Claim("Environment", "tool call p50 latency (ms)", None, "02_environment", "tool_p50_ms", "{:.1f}"),
     Claim("Environment", "leaked worktrees after the benchmark", None, "02_environment", "leaked_worktrees", "{:.0f}"),
-    Claim("Training", "trained agent P@1 on real Verified", "precision.codegrep", "03_training", "p_at_1_agent",
-          n_key="n_eval_instances", note=_P3),
-    Claim("Training", "BM25 P@1 on the same instances", "precision.bm25", "03_training", "p_at_1_bm25",
+    Claim("Training", "trained agent P@1 (= Acc@1) on real Verified", "precision.codegrep", "03_training",
+          "p_at_1_agent", n_key="n_eval_instances",
+          note="paper value: CodeGrep's precision, definition not stated (see the precision table in section "
+               "Precision threshold)"),
+    Claim("Training", "BM25 P@1 (= Acc@1) on the same instances", "precision.bm25", "03_training", "p_at_1_bm25",
           n_key="n_eval_instances"),
     Claim("Training", "agent - BM25, P@1 (paired)", None, "03_training", "p_at_1_diff", "{:+.3f}",
           lo_key="p_at_1_diff_lo", hi_key="p_at_1_diff_hi", n_key="n_eval_instances",
@@ -96,56 +102,29 @@ CLAIMS = (
     Claim("Ablation", "probe KL, advantage layer / reward layer (paired log-ratio, as a ratio)",
           "ablation.kl_ratio_advantage_over_reward", "04_ablation", "kl_ratio", "{:.2f}", lo_key="kl_ratio_lo",
           hi_key="kl_ratio_hi", n_key="n_paired_seeds", note="90% t-interval over paired seeds"),
-    Claim("Ablation", "verdict", None, "04_ablation", "verdict", "{}"),
-    Claim("Precision threshold", "BM25 P@1", "precision.bm25", "05_precision_threshold", "p_at_1_bm25",
-          lo_key="p_at_1_bm25_lo", hi_key="p_at_1_bm25_hi", n_key="n_instances", note=_P3),
-    Claim("Precision threshold", "dense (paper: Jina) P@1", "precision.jina", "05_precision_threshold",
-          "p_at_1_dense", lo_key="p_at_1_dense_lo", hi_key="p_at_1_dense_hi", n_key="n_instances"),
-    Claim("Precision threshold", "grep-heuristic P@1", None, "05_precision_threshold", "p_at_1_grep_heuristic",
-          lo_key="p_at_1_grep_heuristic_lo", hi_key="p_at_1_grep_heuristic_hi", n_key="n_instances"),
-    Claim("Precision threshold", "CodeGrep agent precision at its own set size", "precision.codegrep",
-          "05_precision_threshold", "precision_agent", lo_key="precision_agent_lo", hi_key="precision_agent_hi",
-          n_key="n_instances"),
+    Claim("Ablation", "verdict", None, "04_ablation", "verdict", "{}", n_key="n_paired_seeds"),
     Claim("Precision threshold", "threshold, replay model (lower bound)", None, "05_precision_threshold",
           "threshold_replay", lo_key="threshold_replay_lo", hi_key="threshold_replay_hi", kind="model",
-          note="replay cost model over real runs: a wrong file costs only its read"),
+          n_key="n_runs", note="replay cost model over real runs: a wrong file costs only its read"),
     Claim("Precision threshold", "threshold, observational fit (upper bound)", "precision.threshold_interval",
           "05_precision_threshold", "threshold_observational", lo_key="threshold_observational_lo",
-          hi_key="threshold_observational_hi", kind="fit",
+          hi_key="threshold_observational_hi", kind="fit", n_key="n_runs",
           paper_text="({:.3f}, {:.3f}]".format(*PAPER_REFERENCE["precision.threshold_interval"]),
           note="fit on real runs with instance covariates; the paper places the threshold in (0.445, 0.677]"),
     Claim("Precision threshold", "threshold (rounds), observational fit", None, "05_precision_threshold",
           "threshold_observational_rounds", lo_key="threshold_observational_rounds_lo",
-          hi_key="threshold_observational_rounds_hi", kind="fit"),
+          hi_key="threshold_observational_rounds_hi", kind="fit", n_key="n_runs"),
     Claim("Precision threshold", "threshold (resolve), observational fit", None, "05_precision_threshold",
           "threshold_observational_resolve", lo_key="threshold_observational_resolve_lo",
-          hi_key="threshold_observational_resolve_hi", kind="fit"),
-    Claim("Precision threshold", "held-out repositories: rounds-after MAE, fit / no-skill", None,
-          "05_precision_threshold", "validation.rounds_after.mae_model", "{:.2f}", kind="fit",
+          hi_key="threshold_observational_resolve_hi", kind="fit", n_key="n_runs"),
+    Claim("Precision threshold", "held-out repositories: rounds-after MAE, fit", None,
+          "05_precision_threshold", "validation.rounds_after.mae_model", "{:.2f}", kind="fit", n_key="n_runs",
           note="leave-one-repository-out; compare with the next row"),
     Claim("Precision threshold", "held-out repositories: rounds-after MAE, no-skill baseline", None,
-          "05_precision_threshold", "validation.rounds_after.mae_no_skill", "{:.2f}", kind="run"),
+          "05_precision_threshold", "validation.rounds_after.mae_no_skill", "{:.2f}", kind="run", n_key="n_runs"),
     Claim("Downstream", "instances replayed (real SWE-bench Verified runs)", "downstream.n_instances",
           "06_downstream_eval", "n_instances", "{:,.0f}", kind="run",
-          note="paper: OpenHands on all 500 Verified instances"),
-    Claim("Downstream", "rounds change with CodeGrep's files, replay model", "downstream.rounds_change",
-          "06_downstream_eval", "rounds_change", "{:+.1%}", lo_key="rounds_change_lo", hi_key="rounds_change_hi",
-          n_key="n_instances", kind="model", note="replay cost model over the real recorded runs"),
-    Claim("Downstream", "rounds change with CodeGrep's files, observational fit", "downstream.rounds_change",
-          "06_downstream_eval", "rounds_change_observational", "{:+.1%}", lo_key="rounds_change_observational_lo",
-          hi_key="rounds_change_observational_hi", n_key="n_instances", kind="fit"),
-    Claim("Downstream", "tokens change on resolved instances, replay model", "downstream.tokens_resolved_change",
-          "06_downstream_eval", "tokens_resolved_change", "{:+.1%}", lo_key="tokens_resolved_change_lo",
-          hi_key="tokens_resolved_change_hi", n_key="n_instances", kind="model"),
-    Claim("Downstream", "tokens change on resolved instances, observational fit", "downstream.tokens_resolved_change",
-          "06_downstream_eval", "tokens_resolved_change_observational", "{:+.1%}",
-          lo_key="tokens_resolved_change_observational_lo", hi_key="tokens_resolved_change_observational_hi",
-          n_key="n_instances", kind="fit"),
-    Claim("Downstream", "resolve rate without retrieval, fit", "downstream.resolve_without", "06_downstream_eval",
-          "resolve_model_without", kind="fit",
-          note="fitted on the recorded runs (Gemini 3 Pro, mini-swe-agent), not comparable with the paper's 0.258"),
-    Claim("Downstream", "resolve rate with CodeGrep's files, fit", "downstream.resolve_with", "06_downstream_eval",
-          "resolve_model_with", kind="fit", note="modelled from the fitted effect of the hint, never copied"),
+          note="paper: OpenHands on all 500 Verified instances; per-retriever rows in the table below"),
 )
 """Every claim row; keys must match what the notebooks record (the notebook test checks they do)."""
 
@@ -209,6 +188,19 @@ def _reason(head: dict[str, Any] | None, key: str, notebook: str, run: dict[str,
     return f"{notebook} does not record {key!r} (a bug to report)"
 
 
+def _rounds_caveat(nums: dict[str, Any]) -> str:
+    """The rounds threshold is only evidence when its fit beats the no-skill baseline on held-out repositories."""
+    m, b = nums.get("validation.rounds_after.mae_model"), nums.get("validation.rounds_after.mae_no_skill")
+    if isinstance(m, (int, float)) and isinstance(b, (int, float)) and m >= b:
+        return (f"CAVEAT: the rounds fit fails its held-out check (error {m:.2f} vs no-skill {b:.2f}), so this "
+                "threshold is not evidence")
+    return ""
+
+
+CAVEATS = {"threshold_observational_rounds": _rounds_caveat}
+"""Run-key -> a note computed from the run's numbers (said where the value is shown)."""
+
+
 def claim_rows(artifacts: Path) -> list[dict[str, str]]:
     """One row per claim: section, claim, paper (reference), this run (with interval), n, kind, note, reason."""
     run_path = Path(artifacts) / "run.json"
@@ -225,10 +217,12 @@ def claim_rows(artifacts: Path) -> list[dict[str, str]]:
         kind = c.kind or ((head or {}).get("sources") or {}).get(c.run_key) or (head or {}).get("source") or "run"
         paper = c.paper_text or _fmt(c.fmt, PAPER_REFERENCE.get(c.paper_key) if c.paper_key else None)
         n = nums.get(c.n_key) if c.n_key else None
+        caveat = CAVEATS[c.run_key](nums) if c.run_key in CAVEATS and value is not None else ""
         rows.append({"section": c.section, "claim": c.claim, "paper (reference)": paper, "this run": text,
-                     "n": "—" if n is None else f"{n:,.0f}" if isinstance(n, (int, float)) else str(n),
+                     "n": "n/a" if n is None else f"{n:,.0f}" if isinstance(n, (int, float)) else str(n),
                      "kind": KINDS.get(kind, kind) if value is not None else "—", "notebook": c.notebook,
-                     "note": c.note, "why empty": "" if value is not None else _reason(head, c.run_key, c.notebook, run)})
+                     "note": "; ".join(x for x in (caveat, c.note) if x),
+                     "why empty": "" if value is not None else _reason(head, c.run_key, c.notebook, run)})
     return rows
 
 
@@ -236,7 +230,24 @@ def _figures(figures_dir: Path, notebook: str) -> list[Path]:
     return sorted(Path(figures_dir).glob(f"{notebook[:2]}_*.png"))
 
 
-def _markdown(rows: list[dict[str, str]], run: dict[str, Any], figures_dir: Path, artifacts: Path) -> str:
+def _figure_lines(fig: Path, artifacts: Path) -> list[str]:
+    rel = Path("..") / fig.parent.name / fig.name if fig.parent.parent == artifacts.parent else fig
+    caption = CAPTIONS.get(fig.stem, fig.stem.replace("_", " "))
+    return [f"![{caption}]({rel.as_posix()})", ""]
+
+
+def summary_lines(res: Results) -> list[str]:
+    """The summary table at the top: every paper claim, this run's value, n, kind and a verdict."""
+    return ["## Summary: every claim of the paper, one verdict each", "",
+            "Verdicts follow one rule per claim (`codegrep/claims.py`, doctested): **supported**, **contradicted**, "
+            "**inconclusive**, or **not measured here** (with the reason and the command that fills it). *from* "
+            "says which run or committed study a value comes from.", "",
+            *markdown_table(summary_rows(res)), ""]
+
+
+def _markdown(rows: list[dict[str, str]], run: dict[str, Any], figures_dir: Path, artifacts: Path,
+              res: Results | None = None) -> str:
+    res = res if res is not None else Results.load(artifacts)
     versions = run.get("versions") or {}
     profile = run.get("profile")
     lines = ["# CodeGrep reproduction report", "",
@@ -248,7 +259,8 @@ def _markdown(rows: list[dict[str, str]], run: dict[str, Any], figures_dir: Path
              "**kind** says what produced this run's value: measured (a run of the real code on real or stated data), "
              "MODEL (the replay cost model), FIT (an observational estimate fitted on real runs), SIMULATION. "
              "Intervals are in brackets; n is what the value stands on. A value may be on a different definition or "
-             "scale than the paper's: the note says so.", ""]
+             "scale than the paper's: the note says so. Each section links its executed notebook; each notebook "
+             "links back here.", "", *summary_lines(res)]
     secs = run.get("notebook_seconds") or {}
     for notebook, section in STAGES.items():
         sec_rows = [r for r in rows if r["section"] == section]
@@ -257,15 +269,24 @@ def _markdown(rows: list[dict[str, str]], run: dict[str, Any], figures_dir: Path
         lines += [f"## {section}", "",
                   f"Notebook [{notebook}]({nb_link})" + (f", {wall:.0f} s in this run." if wall is not None else
                                                          ", not run in this run (or served from an earlier one)."),
-                  "", "| claim | paper (reference) | this run | n | kind | note |", "|---|---|---|---|---|---|"]
+                  ""]
+        if sec_rows:
+            lines += ["| claim | paper (reference) | this run | n | kind | note |", "|---|---|---|---|---|---|"]
         for r in sec_rows:
             value = r["this run"] if r["why empty"] == "" else f"— ({r['why empty']})"
             lines.append(f"| {r['claim']} | {r['paper (reference)']} | {value} | {r['n']} | {r['kind']} | "
                          f"{r['note']} |")
         lines.append("")
+        if notebook == "05_precision_threshold":
+            lines += precision_table(res)
+        if notebook == "06_downstream_eval":
+            lines += downstream_table(res)
         for fig in _figures(figures_dir, notebook):
-            rel = Path("..") / fig.parent.name / fig.name if fig.parent.parent == artifacts.parent else fig
-            lines += [f"![{fig.stem}]({rel.as_posix()})", ""]
+            lines += _figure_lines(fig, artifacts)
+        if notebook == "03_training":
+            own = agent_vs_bm25_figure(artifacts, figures_dir)
+            if own is not None:
+                lines += _figure_lines(own, artifacts)
     return "\n".join(lines)
 
 
@@ -282,7 +303,93 @@ def build_report(artifacts: Path, figures: Path | None = None) -> tuple[Path, Pa
     return md_path, html_path
 
 
-_INLINE = [(re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"), (re.compile(r"\*(.+?)\*"), r"<em>\1</em>"),
+RESULTS_DIR = Path("docs") / "results"
+"""Committed results: ``<profile>/run.json`` + ``<profile>/headlines/*.json`` (a run's artifacts, trimmed), and the
+studies run outside the pipeline as single JSON files (``codegrep.claims.EXTERNAL``); see its README.md."""
+COMMITTED_PROFILES = ("paper", "smoke", "ci")
+"""Which committed run the README's headline table is generated from: the first of these present."""
+README_BEGIN = "<!-- headline-table:begin: generated by `codegrep report --readme README.md`; do not edit by hand -->"
+README_END = "<!-- headline-table:end -->"
+
+
+def committed_run(root: Path | None = None) -> Path | None:
+    """The committed run the README describes: ``docs/results/<profile>`` of the largest profile present."""
+    from codegrep.config import project_root
+
+    base = Path(root or project_root()) / RESULTS_DIR
+    return next((base / p for p in COMMITTED_PROFILES if (base / p / "run.json").is_file()), None)
+
+
+def save_results(artifacts: Path, root: Path | None = None) -> Path:
+    """Copy a run's ``run.json`` and ``headlines/`` to ``docs/results/<profile>/`` (replacing what was there)."""
+    import shutil
+
+    from codegrep.config import project_root
+    from codegrep.errors import UserError
+
+    artifacts = Path(artifacts)
+    run_path = artifacts / "run.json"
+    if not run_path.is_file() or not (artifacts / "headlines").is_dir():
+        raise UserError(f"--save-results: {artifacts} holds no run.json and headlines/ (run `codegrep reproduce` first)")
+    profile = json.loads(run_path.read_text()).get("profile")
+    if profile not in COMMITTED_PROFILES:
+        raise UserError(f"--save-results: {run_path}: profile {profile!r} is not one of {COMMITTED_PROFILES}")
+    dest = Path(root or project_root()) / RESULTS_DIR / str(profile)
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "headlines").mkdir(parents=True)
+    shutil.copy2(run_path, dest / "run.json")
+    for h in sorted((artifacts / "headlines").glob("*.json")):
+        shutil.copy2(h, dest / "headlines" / h.name)
+    return dest
+
+
+def readme_block(res: Results, where: str) -> str:
+    """The README's generated headline table (between the markers), from a committed run."""
+    secs = [v for v in (res.run.get("notebook_seconds") or {}).values() if isinstance(v, (int, float))]
+    ran = [n[:2] for n, v in (res.run.get("notebook_seconds") or {}).items() if isinstance(v, (int, float))]
+    took = f", notebooks {sum(secs) / 60:.1f} min in all (run.json)" if secs else ""
+    if ran and len(ran) < len(STAGES):
+        took += f"; only notebooks {', '.join(ran)} ran in it"
+    return "\n".join([README_BEGIN,
+                      f"**Headline numbers**, generated from the committed {res.run_label()}{took} (`{where}`) and the "
+                      f"studies in `{res.external_dir}/`; paper values are references only; each row says which run "
+                      "or study it comes from and what produced it. Verdict rules: `codegrep/claims.py`.", "",
+                      SCALE.get(res.profile, f"Profile {res.profile!r}."), "",
+                      *markdown_table(summary_rows(res)), "", README_END])
+
+
+def update_readme(readme: Path, run_dir: Path | None = None, check: bool = False) -> bool:
+    """Rewrite the block between the markers of ``readme`` from ``run_dir`` (default: :func:`committed_run`).
+    Returns whether it changed; ``check`` only compares."""
+    from codegrep.config import project_root
+    from codegrep.errors import UserError
+
+    readme = Path(readme)
+    if not readme.is_file():
+        raise UserError(f"--readme: {readme}: no such file")
+    run_dir = Path(run_dir) if run_dir is not None else committed_run()
+    if run_dir is not None and not (Path(run_dir) / "run.json").is_file():
+        raise UserError(f"--results: {run_dir}: no run.json there (a committed run holds run.json and headlines/)")
+    if run_dir is None:
+        raise UserError(f"--readme: no committed run under {RESULTS_DIR}/<{'|'.join(COMMITTED_PROFILES)}>/run.json "
+                        "(save one with `codegrep report --artifacts DIR --save-results`)")
+    text = readme.read_text()
+    if text.count(README_BEGIN) != 1 or text.count(README_END) != 1:
+        raise UserError(f"{readme}: needs exactly one pair of markers {README_BEGIN!r} ... {README_END!r}")
+    try:
+        where = run_dir.resolve().relative_to(project_root().resolve()).as_posix()
+    except ValueError:
+        where = str(run_dir)
+    head, rest = text.split(README_BEGIN, 1)
+    tail = rest.split(README_END, 1)[1]
+    new = head + readme_block(Results.load(run_dir), where) + tail
+    if new != text and not check:
+        readme.write_text(new)
+    return new != text
+
+
+_INLINE = [(re.compile(r"`([^`]+)`"), r"<code>\1</code>"), (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"), (re.compile(r"\*(.+?)\*"), r"<em>\1</em>"),
            (re.compile(r"\[([^\]]+)\]\(([^)]+)\)"), r"<a href='\2'>\1</a>")]
 
 
@@ -316,7 +423,7 @@ def _html(md: str, base: Path) -> str:
     in_table = False
     for line in md.splitlines():
         if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
             if set("".join(cells)) <= set("-"):
                 continue
             tag = "th" if not in_table else "td"
@@ -333,24 +440,45 @@ def _html(md: str, base: Path) -> str:
         elif line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
             out.append(f"<h{level}>{_inline(line.lstrip('# '))}</h{level}>")
+        elif line.startswith("- "):
+            out.append(f"<ul><li>{_inline(line[2:])}</li></ul>")
         elif line.strip():
             out.append(f"<p>{_inline(line)}</p>")
     return "\n".join(out + (["</table>"] if in_table else []) + ["</body></html>"])
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.save_results:
+        print(f"saved {save_results(args.artifacts)}")
+    if args.readme is not None:
+        changed = update_readme(args.readme, args.results, check=args.check)
+        if args.check:
+            print(f"{args.readme}: headline table {'differs from' if changed else 'matches'} the committed results")
+            return 1 if changed else 0
+        print(f"{args.readme}: headline table {'rewritten' if changed else 'unchanged'}")
+        return 0
     md, page = build_report(args.artifacts, args.figures)
-    print(md.read_text())
     print(f"wrote {md} and {page}")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="build artifacts/report.md and report.html from a run's artifacts",
-                       description="Build the reviewer's report of a run: per stage the paper claim table "
-                                   "(paper values as labelled references), the stage's figures and a link to the "
-                                   "executed notebook. report.md links the figures; report.html embeds them.")
+                       description="Build the reviewer's report of a run: a summary table (every paper claim, this "
+                                   "run's value, n, kind, verdict), then per stage the claim table (paper values as "
+                                   "labelled references), the stage's figures with captions and a link to the "
+                                   "executed notebook. report.md links the figures; report.html embeds them. "
+                                   "--save-results commits a run's headlines; --readme regenerates the README's "
+                                   "headline table from the committed results.")
     p.add_argument("--artifacts", type=Path, default=Path("artifacts"), help="artifacts directory of a run")
     p.add_argument("--figures", type=Path, default=None,
                    help="figures directory of the run (default: the artifacts directory's sibling 'figures')")
+    p.add_argument("--save-results", action="store_true",
+                   help=f"copy the run's run.json and headlines/ to {RESULTS_DIR}/<profile>/ (to commit)")
+    p.add_argument("--readme", type=Path, default=None,
+                   help="rewrite the headline table between the markers of this README from the committed results")
+    p.add_argument("--results", type=Path, default=None,
+                   help=f"with --readme: the committed run directory (default: the first of "
+                        f"{RESULTS_DIR}/{{{','.join(COMMITTED_PROFILES)}}} present)")
+    p.add_argument("--check", action="store_true", help="with --readme: exit 1 if the table would change, write nothing")
     p.set_defaults(func=_cmd_report)

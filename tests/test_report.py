@@ -54,7 +54,7 @@ def test_every_empty_cell_has_a_reason_and_values_carry_intervals(tmp_path):
     md = (artifacts / "report.md").read_text()
     assert SCALE["ci"] in md
     assert "](notebooks/03_training.ipynb)" in md
-    assert "![03_training_curves](../figures/03_training_curves.png)" in md
+    assert "(../figures/03_training_curves.png)" in md
 
 
 def test_html_embeds_figures_and_renders_markdown(tmp_path):
@@ -92,3 +92,120 @@ def test_report_in_a_real_headless_browser(tmp_path):
     assert hi - lo > 100, "the screenshot is blank"
     dark = sum(img.histogram()[:128])
     assert dark > 2000, "almost nothing drawn on the page"
+
+
+# --- issue 30: the summary table, the per-section tables, the README's generated table -------------------------
+from codegrep import claims  # noqa: E402
+from codegrep.report import README_BEGIN, README_END, update_readme  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _headlines(tmp_path: Path, numbers: dict[str, dict], config: dict | None = None) -> Path:
+    out = Outputs(tmp_path / "artifacts", tmp_path / "figures")
+    for nb, nums in numbers.items():
+        out.headline(nb, nums)
+    (out.artifacts / "run.json").write_text(json.dumps({"profile": "ci", "seed": 0, "git_commit": "abcdef0123",
+                                                        "finished_at": "2026-12-01T16:00:00Z",
+                                                        "config": config or {}}))
+    return out.artifacts
+
+
+DOWN = {"n_instances": 5, "agent.n": 5, "oracle.n": 5, "bm25.n": 5,
+        **{f"{r}.{k}{s}": v for r, base in (("oracle", -0.2), ("bm25", 0.05), ("agent", -0.1))
+           for k in ("rounds_change", "tokens_resolved_change", "rounds_change_observational",
+                     "tokens_resolved_change_observational", "resolve_change_observational")
+           for s, v in (("", base), ("_lo", base - 0.05), ("_hi", base + 0.04))},
+        "agent.precision": 0.01, "agent.precision_lo": 0.0, "agent.precision_hi": 0.03,
+        "oracle.precision": 1.0, "bm25.precision": 0.3}
+
+
+def test_summary_table_tops_the_report_with_one_verdict_per_claim(tmp_path):
+    artifacts = _run(tmp_path)
+    md = (artifacts / "report.md").read_text()
+    assert md.index("## Summary") < md.index("## CATM mining")
+    rows = claims.summary_rows(claims.Results.load(artifacts))
+    for needle in ("CATM", "67K", "Docker-free environment", "verification", "precision on SWE-bench",
+                   "better than BM25", "advantage layer", "precision threshold", "rounds", "tokens", "resolve rate"):
+        assert any(needle in r.claim for r in rows), needle
+    assert all(r.verdict in claims.VERDICTS and r.why for r in rows)
+    agent = next(r for r in rows if "better than BM25" in r.claim)
+    assert agent.verdict == "inconclusive" and agent.n == "4 instances" and "[-0.500, +0.000]" in agent.value
+    kl = next(r for r in rows if r.claim.startswith("Efficiency"))
+    assert kl.verdict == "not measured here"
+    for r in rows:
+        assert f"**{r.verdict}**" in md
+
+
+def test_downstream_verdict_refuses_a_weak_agent_and_reads_a_strong_one(tmp_path):
+    weak = claims.Results.load(_headlines(tmp_path / "w", {"06_downstream_eval": DOWN}))
+    rows = [r for r in claims.summary_rows(weak) if r.claim.startswith("Downstream")]
+    assert len(rows) == 3 and all(r.verdict == "not measured here" for r in rows)
+    assert "far below the paper's CodeGrep" in rows[0].why and "--profile paper" in rows[0].why
+    assert "oracle -20.0%" in rows[0].value and "bm25 +5.0%" in rows[0].value  # the right rows side by side
+    strong = claims.Results.load(_headlines(tmp_path / "s", {"06_downstream_eval": {
+        **DOWN, "agent.precision": 0.7, "agent.precision_hi": 0.8}}))
+    rows = [r for r in claims.summary_rows(strong) if r.claim.startswith("Downstream")]
+    assert [r.verdict for r in rows] == ["supported", "supported", "contradicted"]
+
+
+def test_precision_table_labels_definitions_and_gives_the_real_reason_for_a_missing_retriever(tmp_path):
+    config = {"retrievers": {"names": ["bm25", "oracle"]}, "agent": {"model": "smollm2"}}
+    artifacts = _headlines(tmp_path, {"05_precision_threshold": {
+        "n_instances": 5, "p_at_1_bm25": 0.6, "p_at_1_bm25_lo": 0.4, "p_at_1_bm25_hi": 0.8,
+        "p_at_3_bm25": 0.25, "precision_bm25": 0.25}, "06_downstream_eval": DOWN}, config)
+    build_report(artifacts)
+    md = (artifacts / "report.md").read_text()
+    assert "P@1 (= Acc@1)" in md and "does not state its definition" in md and "set precision (bracket)" in md
+    dense = next(line for line in md.splitlines() if line.startswith("| dense |"))
+    assert "configs/ci.yaml `retrievers.names`" in dense and "--set retrievers.names=[bm25,oracle,dense]" in dense
+    agent = next(line for line in md.splitlines() if line.startswith("| trained agent (SmolLM2-135M"))
+    assert "not the paper's 14B CodeGrep" in agent
+    assert "| *CodeGrep (paper, reference)* |" in md
+    assert md.index("| oracle |") < md.index("| bm25 |") < md.index("| *CodeGrep (paper")
+
+
+def test_report_draws_agent_vs_bm25_per_instance(tmp_path):
+    artifacts = _run(tmp_path)
+    d = artifacts / "train" / "eval" / "run1"
+    d.mkdir(parents=True)
+    rows = [{"instance_id": f"i{i}", "ranked": ["a.py", "b.py"], "gold": ["a.py" if i % 2 else "b.py"]} for i in range(6)]
+    (d / "GRPO.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (d / "bm25.jsonl").write_text("\n".join(json.dumps({**r, "ranked": ["b.py"]}) for r in rows) + "\n")
+    build_report(artifacts)
+    md = (artifacts / "report.md").read_text()
+    assert "(../figures/report_agent_vs_bm25.png)" in md and "points above the diagonal" in md and "off-diagonal" in md
+    assert (tmp_path / "figures" / "report_agent_vs_bm25.png").stat().st_size > 1000
+
+
+def test_readme_headline_table_is_what_the_committed_results_produce():
+    """Fails when README.md's generated block differs from docs/results (fix: `codegrep report --readme README.md`)."""
+    changed = update_readme(ROOT / "README.md", check=True)
+    assert not changed, "README.md's headline table differs from docs/results: run `codegrep report --readme README.md`"
+
+
+def test_readme_check_fails_when_a_committed_number_changes(tmp_path):
+    run = _headlines(tmp_path, {"03_training": {"p_at_1_agent": 0.1, "p_at_1_bm25": 0.5, "p_at_1_diff": -0.4,
+                                                "p_at_1_diff_lo": -0.6, "p_at_1_diff_hi": -0.2, "n_eval_instances": 9}})
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{README_BEGIN}\nold\n{README_END}\n\nrest\n")
+    assert update_readme(readme, run) and not update_readme(readme, run, check=True)
+    text = readme.read_text()
+    assert text.endswith("\n\nrest\n") and "ci run, commit abcdef0, 2026-12-01" in text and "**contradicted**" in text
+    head = json.loads((run / "headlines" / "03_training.json").read_text())
+    head["numbers"]["p_at_1_diff_hi"] = 0.1
+    (run / "headlines" / "03_training.json").write_text(json.dumps(head))
+    assert update_readme(readme, run, check=True)
+
+
+def test_save_results_commits_a_run_the_readme_generator_then_reads(tmp_path):
+    from codegrep.report import committed_run, save_results
+
+    artifacts = _run(tmp_path / "run")
+    dest = save_results(artifacts, root=tmp_path / "repo")
+    assert dest == tmp_path / "repo" / "docs" / "results" / "ci"
+    assert sorted(p.name for p in (dest / "headlines").iterdir()) == ["03_training.json", "04_ablation.json"]
+    assert committed_run(tmp_path / "repo") == dest
+    (dest.parent / "smoke" / "headlines").mkdir(parents=True)
+    (dest.parent / "smoke" / "run.json").write_text("{}")
+    assert committed_run(tmp_path / "repo") == dest.parent / "smoke"  # a committed smoke run wins over ci

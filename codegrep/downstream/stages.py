@@ -239,6 +239,7 @@ def downstream_headline(cfg: dict[str, Any], table: pd.DataFrame, st: dict[str, 
             for suffix in ("", "_lo", "_hi"):
                 if f"{k}{suffix}" in r:
                     numbers[f"{_key(r['retriever'])}.{k}{suffix}"] = r[f"{k}{suffix}"]
+        numbers[f"{_key(r['retriever'])}.n"] = int(r.get("n") or 0)
         if r["retriever"] == primary and r.get("n"):
             numbers |= {f"{k}{x}": r[f"{k}{x}"] for k in keys for x in ("", "_lo", "_hi") if f"{k}{x}" in r}
             numbers["primary_retriever"] = primary
@@ -336,9 +337,17 @@ def bracket_conclusion(st: dict[str, Any], table: pd.DataFrame | None) -> str:
         else:
             where = ("lies inside" if a <= pa and pb <= b else "overlaps" if a <= pb and pa <= b else "lies outside")
             lines.append(f"The paper's interval ({pa:.3f}, {pb:.3f}] {where} the bracket [{a:.2f}, {b:.2f}].")
-    for metric in ("rounds", "resolve"):
-        lines.append(f"{metric}: replay {_fmt(br.threshold('replay', metric))}, observational "
-                     f"{_fmt(br.threshold('observational', metric))}.")
+    from codegrep.downstream.figures import fit_story, validation_caveat
+
+    for metric in ("tokens", "rounds", "resolve"):
+        if metric != "tokens":
+            lines.append(f"{metric}: replay {_fmt(br.threshold('replay', metric))}, observational "
+                         f"{_fmt(br.threshold('observational', metric))}.")
+        if "effects" in st:
+            lines.append(f"  What drives the {metric} FIT (fitted effects): {fit_story(st['effects'], metric)}.")
+        caveat = validation_caveat(st.get("validation_pooled"), metric) if metric != "resolve" else ""
+        if caveat:
+            lines.append(f"  CAVEAT ({metric}): {caveat}; its threshold above is shown for completeness only.")
     v = st["validation_pooled"]
     if v:
         for o in ("rounds_after", "log_tokens_after"):

@@ -519,3 +519,40 @@ def acquisition_vs_group(acquisition: dict[str, dict[str, float]], groups: list[
             work = (a["cold_work_ms"] + (g - 1) * a["warm_ms"]) / g if shared else a["cold_work_ms"]
             rows.append({"method": method, "group": g, "per_rollout_ms": per, "work_per_rollout_ms": work})
     return pd.DataFrame(rows)
+
+
+def summary_table(summary: dict[str, Any]) -> "Any":
+    """The benchmark's settings and results as a ``quantity, value`` table (no machine paths)."""
+    from codegrep.artifacts import key_value_table
+
+    keep = {k: summary.get(k) for k in ("settings", "default_mode", "clone_per_rollout_vs_default",
+                                        "clone_per_rollout_vs_default_all_work", "timeouts_under_load",
+                                        "leaked_worktrees", "recommended_mode")}
+    keep["repo"] = {k: v for k, v in (summary.get("repo") or {}).items() if k in ("data", "files", "group_commits")}
+    return key_value_table(keep)
+
+
+def throughput_figure(tp: "Any", summary: dict[str, Any]) -> "Any":
+    """Tool calls per second against concurrent rollouts per mode, y axis from 0, n (calls) at every point."""
+    from codegrep import plots
+
+    fig, ax = plots.subplots(width=7.5, height=3.6)
+    for i, (mode, grp) in enumerate(tp.groupby("mode", sort=False)):
+        grp = grp.sort_values("concurrency")
+        ax.plot(grp["concurrency"], grp["calls_per_s"], marker="o", color=plots.PALETTE[i],
+                label=f"{mode} mode" + (" (default)" if mode == summary.get("default_mode") else ""))
+        for x, y, n in zip(grp["concurrency"], grp["calls_per_s"], grp["calls"]):
+            ax.annotate(f"n={int(n)}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6.5, color="0.3")
+    ax.set_xscale("log", base=2)
+    levels = sorted({int(c) for c in tp["concurrency"]})
+    ax.set_xticks(levels, [str(c) for c in levels])
+    ax.minorticks_off()
+    ax.set_ylim(0, max(float(tp["calls_per_s"].max()) * 1.15, 1.0))
+    ax.set_xlabel("concurrent rollouts (log2)")
+    ax.set_ylabel("tool calls per second (axis from 0)")
+    ax.legend(loc="upper left")
+    s = summary.get("settings") or {}
+    plots.title(ax, f"Throughput vs concurrency on {s.get('cpus', '?')} CPUs; failures: {int(tp['failures'].sum())}",
+                f"{(summary.get('repo') or {}).get('data', '?')} repository, scripted rollouts, measured",
+                int(tp["calls"].sum()), "tool calls")
+    return fig

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -301,7 +302,8 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
             fh.flush()
         kept = f"; {out_path} is as it was, and the rows computed so far are kept for the next run to resume"
         with write_errors(out_path, kept), partial.open("a", encoding="utf-8") as fh, \
-                tqdm(total=len(todo), desc=f"evaluate {retriever.name}", disable=not progress) as bar:
+                tqdm(total=len(todo), desc=f"evaluate {retriever.name}",
+                     disable=not progress or bool(os.environ.get("TQDM_DISABLE"))) as bar:
             def record(row: dict[str, Any]) -> None:
                 with lock:
                     fh.write(json.dumps(row, default=str) + "\n")
