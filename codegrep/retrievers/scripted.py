@@ -181,10 +181,11 @@ def profile_ceiling(cfg: dict[str, Any], n: int = 40, seed: int = 0, baseline: b
 
 
 def ceiling_table(rows: list[dict[str, Any]]) -> Any:
-    """The ceiling rows as a table: one row per strategy, one column per protocol setting (P@1), and n."""
+    """The ceiling rows as a table: one row per strategy, one column per protocol setting (P@1; NaN where a
+    strategy was not run under a setting: show it with ``.style.format(na_rep="n/a")``), and n."""
     import pandas as pd
 
     df = pd.DataFrame(rows)
     table = df.pivot_table(index="strategy", columns="setting", values="p_at_1", sort=False).round(3)
     table["n (real)"] = [f"{int(df[df.strategy == s].n.iloc[0])} ({int(df.n_real.iloc[0])})" for s in table.index]
-    return table.astype(object).where(table.notna(), "n/a")
+    return table
