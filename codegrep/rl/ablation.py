@@ -97,9 +97,10 @@ def _train_config(cfg: dict[str, Any], train_config: str | Path | None) -> Path:
 
 
 def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
-                train_config: str | Path | None = None) -> dict[str, Any]:
+                train_config: str | Path | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Pre-screen every train task with ``ablation_screen_samples`` rollouts of the initial policy; choose
     the pool (about half tasks whose samples' rewards differed) and write the probe set. Cached by content.
+    ``extra``: further train overrides (the mechanism study's policy, ``model``).
 
     Returns ``{"pool": [instance ids], "probe_set": path, "screen": path, "n_varied": int, "n_tied": int}``.
     """
@@ -110,7 +111,8 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     k = max(int(cg.ablation_screen_samples), 2)
     screen_over = {**over, "profile": cfg["_source"], "efficiency_layer": "none", "kl_probe": False,
                    "num_generations": k, "per_device_train_batch_size": k, "max_steps": 1,
-                   "save_final_model": False, "save_strategy": "no", "warm_start_dir": str(root / "_warm_start")}
+                   "save_final_model": False, "save_strategy": "no", "warm_start_dir": str(root / "_warm_start"),
+                   **(extra or {})}
     scg, sgrpo = parse_train_args(config, screen_over)
     key = _key({"settings": _settings(scg, sgrpo), "pool_size": cg.ablation_pool_size,
                 "probe_size": cg.ablation_probe_size, "screen_tasks": cg.ablation_screen_tasks})
@@ -177,6 +179,7 @@ def choose_pool(records: list[dict[str, Any]], format_weight: float, size: int |
         chosen = set(varied[:n_var]) | set(tied[:n_tied])
     pool = [t for t in order if t in chosen]
     return {"pool": pool, "n_varied": sum(t in chosen for t in varied), "n_tied": sum(t in chosen for t in tied),
+            "pool_varied": [t for t in varied if t in chosen], "pool_tied": [t for t in tied if t in chosen],
             "n_screened": len(order), "screened_varied_share": len(varied) / max(len(order), 1)}
 
 
