@@ -432,3 +432,39 @@ def time_breakdown(df: pd.DataFrame) -> dict[str, float]:
         if c in df:
             out[c] = float(df[c].median())
     return out
+
+
+def mixed_step_count(df: pd.DataFrame, layer: str = "reward") -> tuple[int, int]:
+    """(steps whose batch mixed tied and varied groups, steps) over every run of ``layer``: the design's premise.
+
+    >>> mixed_step_count(pd.DataFrame({"layer": ["reward"] * 3, "tied_group_share": [1.0, 0.0, 0.5]}))
+    (1, 3)
+    """
+    share = df.loc[df["layer"] == layer, "tied_group_share"].dropna() if "tied_group_share" in df else pd.Series([])
+    return int(((share > 0) & (share < 1)).sum()), int(len(share))
+
+
+def conclusion(main: dict[str, Any], runs: pd.DataFrame, study: dict[str, Any] | None) -> str:
+    """What notebook 04's run showed, in one sentence per experiment (the reduced run, then the committed study)."""
+    mixed, steps = mixed_step_count(runs)
+    premise = (f"no batch mixed tied and varied groups (0 of {steps} reward-arm steps), so the design's premise failed "
+               "and the arms could differ only through all-varied batches" if mixed == 0 else
+               f"{mixed} of {steps} reward-arm steps mixed tied and varied groups")
+    ratio = main.get("kl_ratio_geomean")
+    ratio_txt = (f"advantage/reward probe-KL ratio {ratio:.2f} [{main['kl_ratio_lo']:.2f}, {main['kl_ratio_hi']:.2f}]"
+                 if ratio == ratio and main.get("kl_ratio_lo") == main.get("kl_ratio_lo") else "no interval")
+    text = (f"This reduced run ({main['n_paired_seeds']} paired seed(s), SmolLM2-135M) gives {ratio_txt}, "
+            f"{main['verdict'].split(':')[0]}; {premise}.")
+    if study is not None:
+        text += (f" The committed mechanism study ({study.get('model', {}).get('kind', '?').split(',')[0]}, "
+                 f"commit {str(study.get('commit', '?'))[:10]}): {study['verdict_sentence']}")
+    return text
+
+
+def time_table(breakdown: dict[str, float]) -> pd.DataFrame:
+    """``time_breakdown`` as a one-column table (the notebook shows tables, not raw dicts).
+
+    >>> time_table({"steps": 4, "seconds_per_step": 40.123}).round(1)["value"].tolist()
+    [4.0, 40.1]
+    """
+    return pd.Series(breakdown, name="value", dtype=float).rename_axis("measure").to_frame()

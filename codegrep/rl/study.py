@@ -41,7 +41,7 @@ SPEEDUPS = [
     {"change": "tiny policy (mechanism study) instead of SmolLM2-135M", "changes_quantity": True,
      "note": "KL drift of a 3M-weight random-init model warm-started on scripted demos: shows the optimiser-level "
              "mechanism, not the 135M model's magnitude"},
-    {"change": "short episodes (max_turns 2, max_calls_per_turn 2, max_observation_tokens 96, max_issue_chars 300)",
+    {"change": "short episodes (max_turns 2, max_calls_per_turn 2, max_observation_tokens 48, max_issue_chars 200, 64 tokens per turn)",
      "changes_quantity": True, "note": "other episodes, other cost distribution; the KL measure is the same"},
     {"change": "few GRPO steps per arm (ablation_max_steps)", "changes_quantity": True,
      "note": "the endpoint is early drift (KL at the last step), not drift after a full run"},
@@ -224,7 +224,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     """Run (or continue) the study: seeds ``0 .. seeds-1``, each arm pair written as it finishes; returns the
     result written to ``OUT/ablation_study.json`` (and ``result`` when given)."""
     from codegrep.config import load_profile
-    from codegrep.paper import PAPER
+    from codegrep.paper import PAPER_REFERENCE
     from codegrep.rl.ablation import _finished_with, _key, _settings, screen_pool
     from codegrep.rl.run import parse_train_args, train, train_config_path
     from codegrep.rl.training_stage import metrics_frame
@@ -296,7 +296,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
         progress(f"study: seed {seed} done: ratio {row['kl_ratio']:.3f}, mixed steps {row['mixed_steps']}"
                  + ("" if row["informative"] else " (UNINFORMATIVE: no mixed batch)"))
     tick()
-    summary = summarize(rows, paper_ratio=float(PAPER["ablation.kl_ratio_advantage_over_reward"]))
+    summary = summarize(rows, paper_ratio=float(PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]))
     wall = sum(json.loads(p.read_text())["seconds"] for p in sorted((out / "invocations").glob("*.json")))
     doc = {**summary, "schema": 1, "wall_seconds": wall, "commit": git_commit(), "command": command,
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "cpu": cpu_info(), "model": policy,
@@ -316,3 +316,20 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     if result is not None:
         write_atomic(Path(result), doc)
     return doc
+
+
+# --- reading the committed result (notebook 04, the report) ---------------------------------------------------------
+def load_result(path: str | Path) -> dict[str, Any] | None:
+    """The committed study result, or None when there is none (the notebook then shows the smoke run alone)."""
+    p = Path(path)
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def seed_table(doc: dict[str, Any]) -> Any:
+    """One row per seed: final probe KL per arm, paired ratio, mixed steps, informative."""
+    import pandas as pd
+
+    rows = [{"seed": r["seed"], "kl_advantage": r["kl_exact"].get("advantage"), "kl_reward": r["kl_exact"].get("reward"),
+             "ratio_advantage/reward": r["kl_ratio"], "mixed_steps": r["mixed_steps"].get("reward"),
+             "steps": r["steps"].get("reward"), "informative": r["informative"]} for r in doc.get("seeds", [])]
+    return pd.DataFrame(rows)
