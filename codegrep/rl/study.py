@@ -224,7 +224,6 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     """Run (or continue) the study: seeds ``0 .. seeds-1``, each arm pair written as it finishes; returns the
     result written to ``OUT/ablation_study.json`` (and ``result`` when given)."""
     from codegrep.config import load_profile
-    from codegrep.paper import PAPER_REFERENCE
     from codegrep.rl.ablation import _finished_with, _key, _settings, screen_pool
     from codegrep.rl.run import parse_train_args, train, train_config_path
     from codegrep.rl.training_stage import metrics_frame
@@ -293,9 +292,20 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
         rows.append(row)
         record["seeds_run"].append(seed)
         tick()
+        _write_result(rows, out, None, command, config, cg, design, lam, varied, tied, screen, settings_key, policy)
         progress(f"study: seed {seed} done: ratio {row['kl_ratio']:.3f}, mixed steps {row['mixed_steps']}"
                  + ("" if row["informative"] else " (UNINFORMATIVE: no mixed batch)"))
     tick()
+    return _write_result(rows, out, result, command, config, cg, design, lam, varied, tied, screen, settings_key,
+                         policy)
+
+
+def _write_result(rows: list[dict[str, Any]], out: Path, result: str | Path | None, command: str, config: Path,
+                  cg: Any, design: dict[str, Any], lam: float, varied: list[str], tied: list[str],
+                  screen: dict[str, Any], settings_key: str, policy: dict[str, Any]) -> dict[str, Any]:
+    """Summarise the seeds finished so far and write ``OUT/ablation_study.json`` (and ``result``), atomically."""
+    from codegrep.paper import PAPER_REFERENCE
+
     summary = summarize(rows, paper_ratio=float(PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]))
     wall = sum(json.loads(p.read_text())["seconds"] for p in sorted((out / "invocations").glob("*.json")))
     doc = {**summary, "schema": 1, "wall_seconds": wall, "commit": git_commit(), "command": command,
