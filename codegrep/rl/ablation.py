@@ -24,7 +24,7 @@ import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -197,6 +197,22 @@ def probe_rows(records: list[dict[str, Any]], pool: list[str], size: int) -> lis
     return out
 
 
+def interleave_pool(varied: Sequence[str], tied: Sequence[str], seed: int) -> list[str]:
+    """A seed's task order: a seeded permutation of each kind, alternating varied/tied (leftovers at the end).
+
+    >>> order = interleave_pool(["v1", "v2"], ["t1", "t2"], 3)
+    >>> [x[0] for x in order], sorted(order)
+    (['v', 't', 'v', 't'], ['t1', 't2', 'v1', 'v2'])
+    """
+    rng = np.random.default_rng(seed)
+    v = [varied[i] for i in rng.permutation(len(varied))]
+    t = [tied[i] for i in rng.permutation(len(tied))]
+    out: list[str] = []
+    for i in range(max(len(v), len(t))):
+        out += ([v[i]] if i < len(v) else []) + ([t[i]] if i < len(t) else [])
+    return out
+
+
 # --- 2. the paired arms ----------------------------------------------------------------------------------------------
 def arms(cg: Any) -> list[tuple[str, float | None]]:
     """(layer, lambda) per arm of one seed: ``none`` once (lambda does not enter), the others per lambda.
@@ -265,7 +281,10 @@ def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train
             over = {**design, "profile": cfg["_source"], "efficiency_layer": layer,
                     "efficiency_lambda": lam if lam is not None else cg.efficiency_lambda, "seed": seed,
                     "name": name, "out": str(runs), "warm_start_dir": str(root / "_warm_start"),
-                    "train_task_ids": screen["pool"], "kl_probe_set": screen["probe_set"],
+                    # varied/tied alternate within every step's prompts (TRL's shuffle off): mixed batches by design
+                    "train_task_ids": interleave_pool(screen["pool_varied"], screen["pool_tied"], seed)
+                    if "pool_varied" in screen else screen["pool"], "shuffle_dataset": False,
+                    "kl_probe_set": screen["probe_set"],
                     "kl_probe_every": cg.ablation_probe_every, "log_update_norm": True, "record_groups": True,
                     "save_final_model": False, "save_strategy": "no"}
             acg, agrpo = parse_train_args(config, over)

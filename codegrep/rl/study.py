@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegrep.config import ConfigError
+from codegrep.rl.ablation import interleave_pool
 from codegrep.rl.paired import endpoint
 
 STUDY_LAYERS = ("advantage", "reward")  # numerator, denominator of the endpoint
@@ -55,24 +56,6 @@ SPEEDUPS = [
 
 
 # --- pure parts ------------------------------------------------------------------------------------------------------
-def interleave_pool(varied: Sequence[str], tied: Sequence[str], seed: int) -> list[str]:
-    """A seed's task order: a seeded permutation of each kind, alternating varied/tied (leftovers at the end).
-
-    >>> interleave_pool(["v1", "v2"], ["t1", "t2", "t3"], 0)[:4] in (["v1", "t1", "v2", "t3"],) or True
-    True
-    >>> order = interleave_pool(["v1", "v2"], ["t1", "t2"], 3)
-    >>> [x[0] for x in order], sorted(order)
-    (['v', 't', 'v', 't'], ['t1', 't2', 'v1', 'v2'])
-    """
-    rng = np.random.default_rng(seed)
-    v = [varied[i] for i in rng.permutation(len(varied))]
-    t = [tied[i] for i in rng.permutation(len(tied))]
-    out: list[str] = []
-    for i in range(max(len(v), len(t))):
-        out += ([v[i]] if i < len(v) else []) + ([t[i]] if i < len(t) else [])
-    return out
-
-
 def is_mixed(tied_share: float) -> bool:
     """A step whose batch held both tied and varied groups.
 
