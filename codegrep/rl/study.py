@@ -132,7 +132,7 @@ def verdict_sentence(s: dict[str, Any]) -> str:
     power = "" if s["powered"] else " (too wide to separate 1/3 from 1)"
     return (f"Over {s['n_paired_seeds']} informative paired seeds ({s['n_uninformative_seeds']} uninformative), the "
             f"advantage/reward probe-KL ratio is {s['kl_ratio_geomean']:.2f}, 90% interval {ci}{power}, which "
-            f"{paper} the paper's 1/3 and {one} 1 (no difference).")
+            f"{paper} the paper's 1/3 and {one} 1 (equal drift).")
 
 
 # --- files ---------------------------------------------------------------------------------------------------------
@@ -212,6 +212,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     from codegrep.rl.training_stage import metrics_frame
 
     started = time.time()
+    commit = git_commit()  # the code that runs, read before anything can change the checkout
     out = Path(out)
     config = train_config_path(config)
     cg, grpo = parse_train_args(config)
@@ -275,23 +276,24 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
         rows.append(row)
         record["seeds_run"].append(seed)
         tick()
-        _write_result(rows, out, None, command, config, cg, design, lam, varied, tied, screen, settings_key, policy)
+        _write_result(rows, out, None, command, config, cg, design, lam, varied, tied, screen, settings_key, policy,
+                      commit)
         progress(f"study: seed {seed} done: ratio {row['kl_ratio']:.3f}, mixed steps {row['mixed_steps']}"
                  + ("" if row["informative"] else " (UNINFORMATIVE: no mixed batch)"))
     tick()
     return _write_result(rows, out, result, command, config, cg, design, lam, varied, tied, screen, settings_key,
-                         policy)
+                         policy, commit)
 
 
 def _write_result(rows: list[dict[str, Any]], out: Path, result: str | Path | None, command: str, config: Path,
                   cg: Any, design: dict[str, Any], lam: float, varied: list[str], tied: list[str],
-                  screen: dict[str, Any], settings_key: str, policy: dict[str, Any]) -> dict[str, Any]:
+                  screen: dict[str, Any], settings_key: str, policy: dict[str, Any], commit: str) -> dict[str, Any]:
     """Summarise the seeds finished so far and write ``OUT/ablation_study.json`` (and ``result``), atomically."""
     from codegrep.paper import PAPER_REFERENCE
 
     summary = summarize(rows, paper_ratio=float(PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]))
     wall = sum(json.loads(p.read_text())["seconds"] for p in sorted((out / "invocations").glob("*.json")))
-    doc = {**summary, "schema": 1, "wall_seconds": wall, "commit": git_commit(), "command": command,
+    doc = {**summary, "schema": 1, "wall_seconds": wall, "commit": commit, "command": command,
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "cpu": cpu_info(), "model": policy,
            "design": {"train_config": str(config), "profile": cg.profile, "layers": list(STUDY_LAYERS),
                       "efficiency_lambda": lam, "steps_per_arm": cg.ablation_max_steps,
