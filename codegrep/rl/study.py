@@ -191,14 +191,20 @@ def git_commit(root: Path | None = None) -> str:
 
 
 # --- the study -----------------------------------------------------------------------------------------------------
-def _policy(cg: Any, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(extra train overrides, description) of the study's policy: ``model: tiny`` builds the tiny Llama."""
+def _policy(cg: Any, cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(extra train overrides, description) of the study's policy: ``model: tiny`` builds the tiny Llama and
+    pre-trains it on the one-turn answer format (train-split tasks only)."""
     if str(cg.model).lower() != "tiny":
         return {}, {"kind": "train YAML model", "model": str(cg.model)}
     from codegrep.config import cache_dir
-    from codegrep.rl.tiny_policy import build_tiny_policy
+    from codegrep.data.tasks import profile_tasks
+    from codegrep.rl.run import episode_config
+    from codegrep.rl.tiny_policy import build_tiny_policy, format_pretrain
 
     path = build_tiny_policy(cache_dir() / "models")  # built once per machine, offline
+    if not cg.warm_start and "format" in cg.sft_sources:  # the study's own warm start (see the train YAML)
+        tasks, _ = profile_tasks(cfg, split="train", limit=cg.train_tasks)
+        path = format_pretrain(path, tasks, episode_config(cfg, cg)[0], cache_dir() / "models")
     return {"model": str(path)}, json.loads((path / "TINY_POLICY.json").read_text())
 
 
@@ -217,7 +223,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     config = train_config_path(config)
     cg, grpo = parse_train_args(config)
     cfg = load_profile(cg.profile)
-    extra, policy = _policy(cg, out)
+    extra, policy = _policy(cg, cfg)
     invocation = out / "invocations" / f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(started))}-{os.getpid()}.json"
     record = {"started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "seconds": 0.0,
               "seeds_run": [], "cpu_at_start": cpu_info()}

@@ -69,3 +69,72 @@ def describe(model: Any, shape: dict[str, int], seed: int) -> dict[str, Any]:
     return {"kind": "tiny randomly initialised LlamaForCausalLM, SmolLM2-135M tokenizer and chat template "
                     "(not SmolLM2 weights)", "shape": shape, "init_seed": seed, "parameters": int(n),
             "vocab_size": int(model.config.vocab_size)}
+
+
+FORMAT_STEPS = 160
+"""Steps of the tiny policy's format pre-training (``format_pretrain``), 8 examples each."""
+FORMAT_LR = 3e-3
+
+
+def format_pretrain(model_dir: Path, tasks: list[Any], agent: Any, out_root: str | Path, steps: int = FORMAT_STEPS,
+                    lr: float = FORMAT_LR, batch: int = 8, seed: int = 0) -> Path:
+    """Teach the tiny policy the one-turn answer: prompt (the agent's real prompt for a train-split task) ->
+    ``<tool_call>{"name": "submit", "arguments": {"files": [gold files]}}</tool_call>`` + EOS, loss on the answer
+    tokens only, the vocabulary projection computed only there (cheap on CPU). Cached by everything that shapes it.
+
+    This is the mechanism study's warm start, in place of the 135M run's (``codegrep.rl.sft``: multi-turn scripted
+    episodes, far too long for a 3M-weight model to learn in minutes); ``tasks`` must be train-split tasks.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from codegrep.agent.protocol import build_messages
+    from codegrep.env.tools import ToolCall
+    from codegrep.rl.sft import tool_call_text
+
+    ids = sorted(t.instance_id for t in tasks)
+    key = hashlib.sha1(json.dumps({"base": model_dir.name, "steps": steps, "lr": lr, "batch": batch, "seed": seed,
+                                   "agent": agent.to_dict(), "tasks": ids}, sort_keys=True).encode()).hexdigest()[:10]
+    out = Path(out_root) / f"{model_dir.name}-format-{key}"
+    if (out / "model.safetensors").is_file():
+        return out
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    examples = []
+    for t in tasks:
+        prompt = list(tok.apply_chat_template(build_messages(t.problem_statement, agent), tokenize=True,
+                                              return_dict=False, add_generation_prompt=True))
+        answer = tok.encode(tool_call_text([ToolCall("submit", {"files": list(t.gold_files)})]),
+                            add_special_tokens=False) + [tok.eos_token_id]
+        examples.append((prompt, answer))
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        total = 0.0
+        for i in torch.randint(len(examples), (batch,), generator=gen).tolist():
+            prompt, answer = examples[i]
+            seq = torch.tensor([prompt + answer[:-1]])
+            hidden = model.model(input_ids=seq).last_hidden_state[0, len(prompt) - 1:]
+            loss = torch.nn.functional.cross_entropy(model.lm_head(hidden), torch.tensor(answer)) / batch
+            loss.backward()
+            total += float(loss)
+        opt.step()
+        losses.append(total)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    for name in TOKENIZER_FILES:
+        if (model_dir / name).is_file():
+            shutil.copyfile(model_dir / name, tmp / name)
+    info = json.loads((model_dir / "TINY_POLICY.json").read_text())
+    info.update({"format_pretraining": {"what": "one-turn submit answers with the gold files of train-split tasks "
+                                                "(loss on answer tokens only)", "tasks": len(ids), "steps": steps,
+                                        "lr": lr, "batch": batch, "seed": seed, "first_loss": losses[0],
+                                        "last_loss": sum(losses[-10:]) / min(len(losses), 10)}})
+    (tmp / "TINY_POLICY.json").write_text(json.dumps(info, indent=1))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
