@@ -40,18 +40,19 @@ RESULT_KEYS = ("schema", "n_paired_seeds", "n_seeds_run", "n_uninformative_seeds
 
 SPEEDUPS = [
     {"change": "tiny policy (mechanism study) instead of SmolLM2-135M", "changes_quantity": True,
-     "note": "KL drift of a 3M-weight random-init model warm-started on scripted demos: shows the optimiser-level "
-             "mechanism, not the 135M model's magnitude"},
-    {"change": "short episodes (max_turns 2, max_calls_per_turn 2, max_observation_tokens 48, max_issue_chars 200, 64 tokens per turn)",
-     "changes_quantity": True, "note": "other episodes, other cost distribution; the KL measure is the same"},
+     "note": "KL drift of a 3.2M-weight random-init Llama pre-trained for 160 steps on one-turn submit answers "
+             "(train split): shows the optimiser-level mechanism, not the 135M model's magnitude"},
+    {"change": "one-turn episodes (submit at once), 48 tokens per turn, issue text cut to 200 characters",
+     "changes_quantity": True, "note": "other episodes, so another cost distribution (rounds constant, cost = "
+                                       "generated tokens); the KL measure is the same"},
     {"change": "few GRPO steps per arm (ablation_max_steps)", "changes_quantity": True,
      "note": "the endpoint is early drift (KL at the last step), not drift after a full run"},
     {"change": "pool ordered varied/tied per step, TRL shuffle off", "changes_quantity": True,
      "note": "every batch holds both screened kinds: the design's premise, made to hold"},
     {"change": "16 fixed probe sequences", "changes_quantity": False,
      "note": "same exact full-vocabulary KL, fewer positions (more noise per seed)"},
-    {"change": "prefix cache in generation, fp32 throughout", "changes_quantity": False,
-     "note": "same tokens; no reduced precision used, so nothing to check against fp32"},
+    {"change": "one torch thread (OMP_NUM_THREADS=1 on the shared machine), prefix cache, fp32 throughout",
+     "changes_quantity": False, "note": "same tokens; no reduced precision used, so nothing to check against fp32"},
 ]
 
 

@@ -120,7 +120,7 @@ def format_pretrain(model_dir: Path, tasks: list[Any], agent: Any, out_root: str
             hidden = model.model(input_ids=seq).last_hidden_state[0, len(prompt) - 1:]
             loss = torch.nn.functional.cross_entropy(model.lm_head(hidden), torch.tensor(answer)) / batch
             loss.backward()
-            total += float(loss)
+            total += loss.item()
         opt.step()
         losses.append(total)
     tmp = out.with_name(out.name + ".tmp")
