@@ -1,11 +1,11 @@
 """The mechanism study's policy: a tiny, randomly initialised Llama that shares SmolLM2's tokenizer.
 
-It is NOT SmolLM2 and not a truncation of it: same architecture family (``LlamaForCausalLM``), same tokenizer
-and chat template (49,152 tokens), but a few hundred thousand weights per layer instead of 135M in total,
-initialised from a fixed seed and built locally, offline. It exists so the efficiency-layer ablation can run
-many paired seeds on 2 CPU cores through the same trainer, advantage functions and probe-KL measure; what it
-can show is the optimiser-level mechanism (how each layer's advantages move a policy), not how SmolLM2-135M
-behaves.
+It is NOT SmolLM2 and not a truncation of it: same family (``LlamaForCausalLM``), same tokenizer and chat
+template (49,152 tokens), but 3.2M weights in all (most of them the embedding), initialised from a fixed seed and
+built locally, offline; ``format_pretrain`` then teaches it the one-turn answer. It exists so the efficiency-layer
+ablation can run many paired seeds on 2 CPU cores through the same trainer, advantage functions and probe-KL
+measure; what it can show is the optimiser-level mechanism (how each layer's advantages move a policy), not how
+SmolLM2-135M behaves.
 """
 from __future__ import annotations
 
