@@ -6,7 +6,9 @@ exact probe KL of each arm, their log-ratio, the tied-group share of every step,
 varied groups) is written atomically to ``OUT/seeds/seed-NNNN.json`` as soon as the seed finishes, so a run cut
 short keeps what it finished and ``--resume`` continues, after checking every reused file was produced with the
 same settings. The summary (``summarize``) pairs only informative seeds: a seed none of whose steps mixed tied and
-varied groups cannot separate the layers (their Adam steps coincide) and is listed as uninformative.
+varied groups never met the case the paper's claim is about (in an all-tied batch the two layers' advantages are
+proportional, so Adam takes the same step; in an all-varied batch they differ only by O(lambda) terms), so it is
+listed as uninformative, with its ratio shown, not counted.
 
 Mixed batches by construction: the pool holds screened-varied and screened-tied tasks; the study orders each seed's
 pool so that every step's prompts alternate varied / tied (a seeded permutation of each kind) and turns TRL's
@@ -69,8 +71,8 @@ def is_mixed(tied_share: float) -> bool:
 def seed_row(seed: int, arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """One seed's record from each arm's per-step metrics rows (``step``, ``tied_group_share``, ``kl_exact``).
 
-    Both arms see the same batches until their policies first differ, and that needs a mixed batch, so a seed is
-    informative when either arm logged a mixed step; otherwise its ratio is kept but not paired.
+    Both arms draw their first batch from the same state; a seed is informative when either arm logged a step whose
+    batch mixed tied and varied groups; otherwise its ratio is kept but not paired.
 
     >>> rows = lambda shares, kl: [{"step": i + 1, "tied_group_share": s, "kl_exact": kl} for i, s in enumerate(shares)]
     >>> r = seed_row(0, {"advantage": rows([0.5, 1.0], 0.01), "reward": rows([0.5, 0.0], 0.03)})
