@@ -212,9 +212,12 @@ def _policy(cg: Any, cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
 
 
 def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = False,
-              result: str | Path | None = None, command: str = "", progress: Any = print) -> dict[str, Any]:
-    """Run (or continue) the study: seeds ``0 .. seeds-1``, each arm pair written as it finishes; returns the
-    result written to ``OUT/ablation_study.json`` (and ``result`` when given)."""
+              result: str | Path | None = None, command: str = "", progress: Any = print,
+              first_seed: int = 0) -> dict[str, Any]:
+    """Run (or continue) the study: seeds ``first_seed .. seeds-1``, each arm pair written as it finishes; returns
+    the result over every finished seed ``0 .. seeds-1`` in OUT (same settings), written to
+    ``OUT/ablation_study.json`` (and ``result`` when given). Several processes may share OUT on disjoint seed
+    ranges (``first_seed``), e.g. on a machine with spare cores."""
     from codegrep.config import load_profile
     from codegrep.rl.ablation import _finished_with, _key, _settings, screen_pool
     from codegrep.rl.run import parse_train_args, train, train_config_path
@@ -259,7 +262,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
                          "probe": Path(screen["probe_set"]).read_text()})
     seeds_dir = out / "seeds"
     rows = []
-    for seed in range(int(seeds)):
+    for seed in range(int(first_seed), int(seeds)):
         path = seeds_dir / f"seed-{seed:04d}.json"
         if resume and path.is_file():
             saved = json.loads(path.read_text())
@@ -290,8 +293,21 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
         progress(f"study: seed {seed} done: ratio {row['kl_ratio']:.3f}, mixed steps {row['mixed_steps']}"
                  + ("" if row["informative"] else " (UNINFORMATIVE: no mixed batch)"))
     tick()
+    rows = finished_seeds(seeds_dir, int(seeds), settings_key)  # also those another process (first_seed) wrote
     return _write_result(rows, out, result, command, config, cg, design, lam, varied, tied, screen, settings_key,
                          policy, commit)
+
+
+def finished_seeds(seeds_dir: Path, seeds: int, settings_key: str) -> list[dict[str, Any]]:
+    """Every finished seed ``0 .. seeds-1`` in ``seeds_dir`` produced with ``settings_key``, in seed order."""
+    rows = []
+    for seed in range(seeds):
+        path = seeds_dir / f"seed-{seed:04d}.json"
+        if path.is_file():
+            row = json.loads(path.read_text())
+            if row.get("settings_key") == settings_key:
+                rows.append(row)
+    return rows
 
 
 def _write_result(rows: list[dict[str, Any]], out: Path, result: str | Path | None, command: str, config: Path,
@@ -301,8 +317,12 @@ def _write_result(rows: list[dict[str, Any]], out: Path, result: str | Path | No
     from codegrep.paper import PAPER_REFERENCE
 
     summary = summarize(rows, paper_ratio=float(PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]))
-    wall = sum(json.loads(p.read_text())["seconds"] for p in sorted((out / "invocations").glob("*.json")))
-    doc = {**summary, "schema": 1, "wall_seconds": wall, "commit": commit, "command": command,
+    invocations = [json.loads(p.read_text()) for p in sorted((out / "invocations").glob("*.json"))]
+    wall = sum(r["seconds"] for r in invocations)
+    starts = [time.mktime(time.strptime(r["started_utc"], "%Y-%m-%dT%H:%M:%SZ")) for r in invocations]
+    elapsed = max(s0 + r["seconds"] for s0, r in zip(starts, invocations)) - min(starts) if invocations else 0.0
+    doc = {**summary, "schema": 1, "wall_seconds": wall, "elapsed_seconds": elapsed, "invocations": len(invocations),
+           "commit": commit, "command": command,
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "cpu": cpu_info(), "model": policy,
            "design": {"train_config": str(config), "profile": cg.profile, "layers": list(STUDY_LAYERS),
                       "efficiency_lambda": lam, "steps_per_arm": cg.ablation_max_steps,
@@ -313,8 +333,9 @@ def _write_result(rows: list[dict[str, Any]], out: Path, result: str | Path | No
            "speedups": SPEEDUPS,
            "seeds": [{k: r[k] for k in ("seed", "kl_exact", "kl_ratio", "kl_log_ratio", "mixed_steps", "steps",
                                        "tied_group_share", "informative", "seconds")} for r in rows],
-           "wall_seconds_note": "sum of every invocation's own wall time (resumed runs add up), on a shared "
-                                "2-core machine: see cpu.loadavg_1_5_15 for contention"}
+           "wall_seconds_note": "sum of every invocation's own wall time (resumed or concurrent runs add up; "
+                                "elapsed_seconds: first start to last finish), on a shared 2-core machine: see "
+                                "cpu.loadavg_1_5_15 for contention"}
     doc = _clean(doc)
     write_atomic(out / "ablation_study.json", doc)
     if result is not None:
