@@ -133,9 +133,10 @@ def verdict_sentence(s: dict[str, Any]) -> str:
     paper = "contains" if s["interval_contains_paper"] else "excludes"
     one = "contains" if s["interval_contains_1"] else "excludes"
     power = "" if s["powered"] else " (too wide to separate 1/3 from 1)"
+    rule = s["verdict"].split(":")[0]
     return (f"Over {s['n_paired_seeds']} informative paired seeds ({s['n_uninformative_seeds']} uninformative), the "
             f"advantage/reward probe-KL ratio is {s['kl_ratio_geomean']:.2f}, 90% interval {ci}{power}, which "
-            f"{paper} the paper's 1/3 and {one} 1 (equal drift).")
+            f"{paper} the paper's 1/3 and {one} 1 (equal drift); verdict by the pre-set rule: {rule}.")
 
 
 # --- files ---------------------------------------------------------------------------------------------------------
