@@ -24,7 +24,7 @@ import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -97,9 +97,10 @@ def _train_config(cfg: dict[str, Any], train_config: str | Path | None) -> Path:
 
 
 def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
-                train_config: str | Path | None = None) -> dict[str, Any]:
+                train_config: str | Path | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Pre-screen every train task with ``ablation_screen_samples`` rollouts of the initial policy; choose
     the pool (about half tasks whose samples' rewards differed) and write the probe set. Cached by content.
+    ``extra``: further train overrides (the mechanism study's policy, ``model``).
 
     Returns ``{"pool": [instance ids], "probe_set": path, "screen": path, "n_varied": int, "n_tied": int}``.
     """
@@ -110,7 +111,8 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     k = max(int(cg.ablation_screen_samples), 2)
     screen_over = {**over, "profile": cfg["_source"], "efficiency_layer": "none", "kl_probe": False,
                    "num_generations": k, "per_device_train_batch_size": k, "max_steps": 1,
-                   "save_final_model": False, "save_strategy": "no", "warm_start_dir": str(root / "_warm_start")}
+                   "save_final_model": False, "save_strategy": "no", "warm_start_dir": str(root / "_warm_start"),
+                   **(extra or {})}
     scg, sgrpo = parse_train_args(config, screen_over)
     key = _key({"settings": _settings(scg, sgrpo), "pool_size": cg.ablation_pool_size,
                 "probe_size": cg.ablation_probe_size, "screen_tasks": cg.ablation_screen_tasks})
@@ -177,6 +179,7 @@ def choose_pool(records: list[dict[str, Any]], format_weight: float, size: int |
         chosen = set(varied[:n_var]) | set(tied[:n_tied])
     pool = [t for t in order if t in chosen]
     return {"pool": pool, "n_varied": sum(t in chosen for t in varied), "n_tied": sum(t in chosen for t in tied),
+            "pool_varied": [t for t in varied if t in chosen], "pool_tied": [t for t in tied if t in chosen],
             "n_screened": len(order), "screened_varied_share": len(varied) / max(len(order), 1)}
 
 
@@ -191,6 +194,22 @@ def probe_rows(records: list[dict[str, Any]], pool: list[str], size: int) -> lis
         for t in pool:
             if len(out) < size and depth < len(by_task.get(t, [])):
                 out.append(by_task[t][depth])
+    return out
+
+
+def interleave_pool(varied: Sequence[str], tied: Sequence[str], seed: int) -> list[str]:
+    """A seed's task order: a seeded permutation of each kind, alternating varied/tied (leftovers at the end).
+
+    >>> order = interleave_pool(["v1", "v2"], ["t1", "t2"], 3)
+    >>> [x[0] for x in order], sorted(order)
+    (['v', 't', 'v', 't'], ['t1', 't2', 'v1', 'v2'])
+    """
+    rng = np.random.default_rng(seed)
+    v = [varied[i] for i in rng.permutation(len(varied))]
+    t = [tied[i] for i in rng.permutation(len(tied))]
+    out: list[str] = []
+    for i in range(max(len(v), len(t))):
+        out += ([v[i]] if i < len(v) else []) + ([t[i]] if i < len(t) else [])
     return out
 
 
@@ -262,7 +281,10 @@ def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train
             over = {**design, "profile": cfg["_source"], "efficiency_layer": layer,
                     "efficiency_lambda": lam if lam is not None else cg.efficiency_lambda, "seed": seed,
                     "name": name, "out": str(runs), "warm_start_dir": str(root / "_warm_start"),
-                    "train_task_ids": screen["pool"], "kl_probe_set": screen["probe_set"],
+                    # varied/tied alternate within every step's prompts (TRL's shuffle off): mixed batches by design
+                    "train_task_ids": interleave_pool(screen["pool_varied"], screen["pool_tied"], seed)
+                    if "pool_varied" in screen else screen["pool"], "shuffle_dataset": False,
+                    "kl_probe_set": screen["probe_set"],
                     "kl_probe_every": cg.ablation_probe_every, "log_update_norm": True, "record_groups": True,
                     "save_final_model": False, "save_strategy": "no"}
             acg, agrpo = parse_train_args(config, over)
@@ -429,3 +451,39 @@ def time_breakdown(df: pd.DataFrame) -> dict[str, float]:
         if c in df:
             out[c] = float(df[c].median())
     return out
+
+
+def mixed_step_count(df: pd.DataFrame, layer: str = "reward") -> tuple[int, int]:
+    """(steps whose batch mixed tied and varied groups, steps) over every run of ``layer``: the design's premise.
+
+    >>> mixed_step_count(pd.DataFrame({"layer": ["reward"] * 3, "tied_group_share": [1.0, 0.0, 0.5]}))
+    (1, 3)
+    """
+    share = df.loc[df["layer"] == layer, "tied_group_share"].dropna() if "tied_group_share" in df else pd.Series([])
+    return int(((share > 0) & (share < 1)).sum()), int(len(share))
+
+
+def conclusion(main: dict[str, Any], runs: pd.DataFrame, study: dict[str, Any] | None) -> str:
+    """What notebook 04's run showed, in one sentence per experiment (the reduced run, then the committed study)."""
+    mixed, steps = mixed_step_count(runs)
+    premise = (f"no batch mixed tied and varied groups (0 of {steps} reward-arm steps), so the design's premise failed "
+               "and the arms could differ only through all-varied batches" if mixed == 0 else
+               f"{mixed} of {steps} reward-arm steps mixed tied and varied groups")
+    ratio = main.get("kl_ratio_geomean")
+    ratio_txt = (f"advantage/reward probe-KL ratio {ratio:.2f} [{main['kl_ratio_lo']:.2f}, {main['kl_ratio_hi']:.2f}]"
+                 if ratio == ratio and main.get("kl_ratio_lo") == main.get("kl_ratio_lo") else "no interval")
+    text = (f"This reduced run ({main['n_paired_seeds']} paired seed(s), SmolLM2-135M) gives {ratio_txt}, "
+            f"{main['verdict'].split(':')[0]}; {premise}.")
+    if study is not None:
+        text += (f" The committed mechanism study ({study.get('model', {}).get('kind', '?').split(',')[0]}, "
+                 f"commit {str(study.get('commit', '?'))[:10]}): {study['verdict_sentence']}")
+    return text
+
+
+def time_table(breakdown: dict[str, float]) -> pd.DataFrame:
+    """``time_breakdown`` as a one-column table (the notebook shows tables, not raw dicts).
+
+    >>> time_table({"steps": 4, "seconds_per_step": 40.123}).round(1)["value"].tolist()
+    [4.0, 40.1]
+    """
+    return pd.Series(breakdown, name="value", dtype=float).rename_axis("measure").to_frame()

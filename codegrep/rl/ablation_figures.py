@@ -106,17 +106,39 @@ def probe_kl_figure(df: pd.DataFrame, curves: pd.DataFrame, level: float = 0.90)
         c.axhspan(*EQUIVALENCE, color="0.85", alpha=0.5, label=f"'no difference' band {EQUIVALENCE}")
         c.axhline(1.0, color="0.3", lw=0.8)
         c.axhline(PAPER_KL_RATIO, ls="--", color="0.4", label='paper: "about a third" (reference)')
-        c.set_yscale("log")
-        from matplotlib.ticker import FormatStrFormatter, NullFormatter
-
-        c.yaxis.set_major_formatter(FormatStrFormatter("%.2g"))
-        c.yaxis.set_minor_formatter(NullFormatter())
+        values = np.exp(pd.concat([curves["log_ratio"], curves["lo"], curves["hi"]]).dropna())
+        ratio_axis(c, values)
         c.set_xlabel("GRPO step")
         c.set_ylabel("exact probe KL, advantage / reward")
         plots.integer_ticks(c, "x")
-        c.legend(fontsize=6.5)
+        c.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)  # below: never over 1/3
         plots.title(c, "(c) Paired ratio per step", "real runs", int(curves["n_seeds"].max()), "paired seeds")
     return fig
+
+
+RATIO_TICKS = (0.05, 0.1, 0.2, 1 / 3, 0.5, 0.67, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0)
+
+
+def ratio_ticks(lo: float, hi: float) -> list[float]:
+    """Readable ticks for a log ratio axis spanning [lo, hi] (always 1/3 and 1 when inside).
+
+    >>> [round(t, 2) for t in ratio_ticks(0.25, 1.6)]
+    [0.33, 0.5, 0.67, 1.0, 1.5]
+    """
+    return [t for t in RATIO_TICKS if lo <= t <= hi]
+
+
+def ratio_axis(ax: Any, values: Any) -> None:
+    """Log y axis for a KL ratio: limits cover the data, the paper's 1/3 and 1, ticks labelled at readable ratios."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    v = [float(x) for x in np.ravel(values) if np.isfinite(x) and x > 0] + [PAPER_KL_RATIO, 1.0, *EQUIVALENCE]
+    lo, hi = min(v) / 1.3, max(v) * 1.3
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    ax.yaxis.set_major_locator(FixedLocator(ratio_ticks(lo, hi)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda t, _: "1/3" if abs(t - 1 / 3) < 1e-9 else f"{t:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
 
 
 DIAGNOSTICS = (("tied_group_share", "share of tied groups"), ("advantage_efficiency_abs", "mean |efficiency part of A|"),
@@ -125,26 +147,90 @@ DIAGNOSTICS = (("tied_group_share", "share of tied groups"), ("advantage_efficie
                ("tokens", "generated tokens per episode"), ("task_reward", "task reward (F0.5 + 0.2·format)"))
 
 
+MARKERS = ("o", "s", "^", "D", "v")
+
+
 def diagnostics_figure(df: pd.DataFrame) -> Any:
-    """Per step and arm (mean over seeds): the per-step measurements issue 15 asks for."""
-    fig, axes = plots.subplots(2, 4, width=15, height=2.9)
+    """Per step and arm: mean over seeds (line) and min-max over seeds (error bar); arms are drawn side by side
+    (a small x offset, own marker and line style), because paired arms coincide until their first mixed batch."""
+    fig, axes = plots.subplots(2, 4, width=15, height=3.1)
     n_seeds = int(df["seed"].nunique())
+    arms_ = _arms(df)
     for ax, (col, label) in zip(axes.ravel(), DIAGNOSTICS):
         if col not in df or df[col].isna().all():
             plots.undefined(ax, label, f"`{col}` was not logged by these runs")
             continue
-        for i, (layer, lam) in enumerate(_arms(df)):
+        for i, (layer, lam) in enumerate(arms_):
             g = df[(df["layer"] == layer) & ((df["lam"] == lam) | (pd.isna(lam) & df["lam"].isna()))]
-            st = g.groupby("step")[col].mean()
-            ax.plot(st.index, st.values, marker="o", ms=2.5, color=plots.PALETTE[i % len(plots.PALETTE)],
-                    label=_arm_label(layer, lam))
-        ax.set_xlabel("GRPO step")
+            st = g.groupby("step")[col].agg(["mean", "min", "max"])
+            dx = (i - (len(arms_) - 1) / 2) * 0.12
+            colour = plots.PALETTE[i % len(plots.PALETTE)]
+            ax.errorbar(st.index + dx, st["mean"], yerr=[(st["mean"] - st["min"]).clip(lower=0), (st["max"] - st["mean"]).clip(lower=0)],
+                        marker=MARKERS[i % len(MARKERS)], ms=3.5, lw=1.2, capsize=2, color=colour,
+                        ls="-" if i % 2 == 0 else "--", label=_arm_label(layer, lam))
+        ax.set_xlabel("GRPO step (arms offset sideways)")
         ax.set_ylabel(label)
         plots.integer_ticks(ax, "x")
-        ax.set_title(label + f" (mean over {n_seeds} seeds)", fontsize=8)
-    axes.ravel()[0].legend(fontsize=6.5)
-    fig.suptitle(f"Per-step measurements per arm: real runs, mean over {n_seeds} seeds "
-                 f"({df['run'].nunique()} runs)", fontsize=10)
+        ax.set_title(label, fontsize=8)
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=len(arms_) + 1,
+               title=f"marker: mean over {n_seeds} seeds; bar: {plots.interval_label('seeds', n=n_seeds)}",
+               title_fontsize=7, bbox_to_anchor=(0.5, -0.06))
+    fig.suptitle(f"Per-step measurements per arm: real runs, {n_seeds} seeds ({df['run'].nunique()} runs); "
+                 "paired arms coincide until a batch mixes tied and varied groups", fontsize=10)
+    return fig
+
+
+def study_figure(doc: dict[str, Any]) -> Any:
+    """The committed study (``ablation_study.json``): (a) per-seed paired ratio advantage/reward with the 90%
+    t-interval of the geometric mean against the paper's 1/3 and 1; (b) share of tied groups per step and seed."""
+    fig, (a, b) = plots.subplots(1, 2, width=12, height=3.8)
+    seeds = doc.get("seeds") or []
+    model = doc.get("model", {}).get("kind", "?")
+    ratios = [(r["seed"], r["kl_ratio"], r["informative"]) for r in seeds]
+    ok = [(s, x, inf) for s, x, inf in ratios if x is not None and x > 0]
+    if not ok:
+        plots.undefined(a, "(a) Paired KL ratio per seed", "no seed with positive probe KL in both arms")
+    else:
+        xs = np.arange(len(ok))
+        for k, (s, x, inf) in enumerate(ok):
+            a.scatter([k], [x], color=plots.PALETTE[0] if inf else "0.6", marker="o" if inf else "x", s=22,
+                      label=("informative seed" if inf else "uninformative seed (no mixed batch)")
+                      if k == next(i for i, o in enumerate(ok) if o[2] == inf) else None)
+        gm, lo, hi = doc.get("kl_ratio_geomean"), doc.get("kl_ratio_lo"), doc.get("kl_ratio_hi")
+        if gm is not None and lo is not None and hi is not None:
+            a.axhspan(lo, hi, color=plots.PALETTE[0], alpha=0.15,
+                      label=f"{plots.interval_label('t', doc.get('interval_level', 0.9))}, geometric mean "
+                            f"{gm:.2f} (n={doc['n_paired_seeds']})")
+            a.axhline(gm, color=plots.PALETTE[0], lw=1)
+        a.axhline(1.0, color="0.3", lw=0.8, label="1: no difference")
+        a.axhline(PAPER_KL_RATIO, ls="--", color="0.4", label='paper: "about a third" (reference)')
+        ratio_axis(a, [x for _, x, _ in ok] + [v for v in (lo, hi) if v is not None])
+        a.set_xticks(xs, [str(s) for s, _, _ in ok])
+        a.set_xlabel("seed")
+        a.set_ylabel("final exact probe KL, advantage / reward")
+        a.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+        plots.title(a, "(a) Paired ratio per seed (mechanism study)", f"real runs, {model.split(',')[0]}",
+                    len(ok), "seeds")
+    shares = [(r["seed"], r["tied_group_share"].get("reward") or []) for r in seeds]
+    if not any(s for _, s in shares):
+        plots.undefined(b, "(b) Share of tied groups per step", "no step was logged")
+    else:
+        for k, (seed, s) in enumerate(shares):
+            steps = np.arange(1, len(s) + 1)
+            b.plot(steps + (k - len(shares) / 2) * 0.02, s, marker="o", ms=2.5, lw=0.8, alpha=0.7,
+                   color=plots.PALETTE[k % len(plots.PALETTE)])
+        b.axhspan(0, 1, color="0.95", zorder=-1)
+        b.set_ylim(-0.05, 1.05)
+        b.set_xlabel("GRPO step (reward arm; the advantage arm's first step is the same batch)")
+        b.set_ylabel("share of tied groups in the batch\n(all tied: the layers take the same step)", fontsize=8)
+        plots.integer_ticks(b, "x")
+        b.axhline(1.0, ls=":", color="0.4", lw=0.8)
+        b.axhline(0.0, ls=":", color="0.4", lw=0.8)
+        b.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0\nall varied", "0.25", "0.5\nmixed", "0.75", "1\nall tied"])
+        b.set_xlim(0.5, max(len(s) for _, s in shares) + 0.5)
+        plots.title(b, "(b) Tied groups per step, one line per seed", "real runs", len(shares), "seeds")
+    plots.mark_source(fig, "measured", f"{model}; committed result {doc.get('commit', '?')[:10]}")
     return fig
 
 

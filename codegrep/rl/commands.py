@@ -32,8 +32,25 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _study(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+
+    from codegrep.rl.study import run_study
+
+    command = "codegrep " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["ablation"] else \
+        f"codegrep ablation study --config {args.config} --seeds {args.seeds} --out {args.out}" + \
+        (" --resume" if args.resume else "") + (f" --result {args.result}" if args.result else "") + \
+        (f" --first-seed {args.first_seed}" if args.first_seed else "")
+    doc = run_study(args.config, args.seeds, args.out, resume=args.resume, result=args.result, command=command,
+                    first_seed=args.first_seed)
+    print(doc["verdict_sentence"])
+    print(f"wrote {args.out}/ablation_study.json" + (f" and {args.result}" if args.result else ""))
+    return 0
+
+
 def register(subparsers: Any) -> None:
-    from codegrep.errors import non_negative_float, positive_int
+    from codegrep.errors import non_negative_float, non_negative_int, positive_int
     from codegrep.rl.advantages import LAYERS
     p = subparsers.add_parser(
         "train", help="warm-start (SFT) and GRPO-train the retrieval agent (TRL); see docs/training.md",
@@ -56,6 +73,24 @@ def register(subparsers: Any) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="any CodeGrepArgs / TRL GRPOConfig field, e.g. --set num_generations=4 (repeatable)")
     p.set_defaults(func=_train)
+    ab = subparsers.add_parser("ablation", help="the efficiency-layer ablation outside the notebooks (see notebook 04)")
+    ab_sub = ab.add_subparsers(dest="ablation", required=True)
+    st = ab_sub.add_parser(
+        "study", help="paired reward/advantage arms over N seeds, per-seed results written as they finish",
+        description="The efficiency-layer ablation's paired endpoint (advantage/reward exact probe KL) over seeds "
+                    "0..N-1. Each finished seed is written atomically to OUT/seeds/; --resume continues a cut-short "
+                    "run after checking the reused seeds were produced with the same settings. A train YAML with "
+                    "'model: tiny' is the MECHANISM STUDY on a tiny random-init Llama (codegrep.rl.tiny_policy).")
+    st.add_argument("--config", default="configs/train/mechanism.yaml",
+                    help="train YAML with the ablation_* keys (default %(default)s: the mechanism study)")
+    st.add_argument("--seeds", type=positive_int, default=10, help="paired seeds 0..N-1 (default %(default)s)")
+    st.add_argument("--out", default="artifacts/ablation_study", help="study folder (default %(default)s)")
+    st.add_argument("--resume", action="store_true", help="reuse finished seeds in OUT (same settings only)")
+    st.add_argument("--first-seed", dest="first_seed", type=non_negative_int, default=0,
+                    help="train seeds FIRST_SEED..N-1 only (another process may run the others in the same OUT); "
+                         "the result covers every finished seed below N")
+    st.add_argument("--result", help="also write the result JSON here (e.g. docs/results/ablation_study.json)")
+    st.set_defaults(func=_study)
     e = subparsers.add_parser("export", help="write a trained run's policy as a HF model dir with a model card")
     e.add_argument("run", help="run directory, or a run name under --runs-dir")
     e.add_argument("--runs-dir", default="artifacts/train", help="where run names are looked up (default %(default)s)")
