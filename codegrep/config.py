@@ -280,13 +280,16 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def check_fields(cls: type, values: Mapping[str, Any], source: str) -> None:
-    """Check each value against its dataclass field's annotation and declared ``range`` (``ConfigError``)."""
+    """Check each value against its dataclass field's annotation and declared range (``ConfigError``): the
+    field's ``metadata["range"]``, or the class's ``FIELD_RANGES`` mapping (for classes whose metadata goes to
+    argparse, e.g. TrlParser's, which refuses unknown keys there)."""
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    ranges = getattr(cls, "FIELD_RANGES", {})
     for key, value in values.items():
         if key in fields:
-            check_value(value, hints.get(key, Any), fields[key].metadata.get("range"), f"{source}.{key}"
-                        if not source.endswith(f".{key}") else source)
+            check_value(value, hints.get(key, Any), fields[key].metadata.get("range", ranges.get(key)),
+                        source if source.endswith((f".{key}", f" {key}")) else f"{source}.{key}")
 
 
 KEY_RULES: dict[str, tuple[Any, str | None]] = {

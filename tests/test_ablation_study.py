@@ -106,3 +106,22 @@ def test_study_writes_seeds_as_it_goes_and_resume_gives_the_same_result(tmp_path
     config.write_text(TINY_STUDY.format(out=tmp_path / "unused").replace("learning_rate: 1.0e-3", "learning_rate: 2.0e-3"))
     with pytest.raises(ConfigError, match="other settings"):
         run_study(config, 2, tmp_path / "cut", resume=True, progress=lambda *_: None)
+
+
+def test_committed_study_result_has_the_documented_keys_and_is_consistent():
+    """docs/results/ablation_study.json carries exactly RESULT_KEYS, and its summary agrees with its seed rows."""
+    import json
+    import math
+    from pathlib import Path
+
+    from codegrep.rl.study import RESULT_KEYS
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "results" / "ablation_study.json"
+    result = json.loads(path.read_text())
+    assert set(result) == set(RESULT_KEYS)
+    informative = [s for s in result["seeds"] if s["informative"]]
+    assert result["n_paired_seeds"] == len(informative)
+    assert result["n_seeds_run"] == len(result["seeds"])
+    mean = sum(s["kl_log_ratio"] for s in informative) / len(informative)
+    assert math.isclose(result["kl_log_ratio_mean"], mean, rel_tol=1e-6, abs_tol=1e-9)
+    assert result["kl_log_ratio_lo"] <= mean <= result["kl_log_ratio_hi"]

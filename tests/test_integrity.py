@@ -332,6 +332,11 @@ CASES: list[Case] = [
     _yaml("profile env.timeout_s: 0", "env: {timeout_s: 0}\n", "env.timeout_s", "> 0"),
     _yaml("profile agent.max_turns: 0", "agent: {max_turns: 0}\n", "agent.max_turns"),
     _yaml("profile alias bomb", _bomb(), "aliases"),
+    *(Case(3, f"train --set {kv}", ["train", "--config", "ci", "--set", kv], [f"--set {kv.split('=')[0]}", rule])
+      for kv, rule in (("max_turns=0", ">= 1"), ("max_calls_per_turn=0", ">= 1"), ("efficiency_lambda=-1", ">= 0"),
+                       ("ablation_max_turns=0", ">= 1"))),
+    Case(3, "train YAML alias bomb", ["train", "--config", f"{T}/train.yaml"], ["train.yaml", "aliases"],
+         {"train.yaml": _bomb()}),
     _yaml("profile nested too deeply", "seed: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
     # ---- 4. the cache verifies what it reads (repaired, with one line; a model names itself)
     Case(4, "truncated blob is repaired", ["tool", "--repo", "repo", CALL], ["src/a.py:1:def parse"], rc=0,

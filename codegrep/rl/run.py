@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from codegrep.config import ConfigError, load_profile, profile_path, project_root, section, seed_everything
+from codegrep.config import ConfigError, check_fields, load_profile, load_yaml, profile_path, project_root, section, seed_everything
 
 DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/smoke.yaml",
                          "paper": "configs/train/paper.yaml"}
@@ -23,18 +23,11 @@ DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/
 
 def train_config_path(config: str | Path) -> Path:
     """A train YAML as is; a profile (name or YAML with a ``train:`` section) -> its ``train.config``."""
-    import yaml
-
     from codegrep.errors import read_text
 
     p = Path(config)
     if p.suffix in (".yaml", ".yml") and p.exists():
-        try:
-            data = yaml.safe_load(read_text(p, "--config")) or {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{p}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        data = load_yaml(read_text(p, "--config"), str(p)) or {}  # safe, with the alias-expansion limit
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: top level must be a mapping of settings, got {type(data).__name__}")
         if not isinstance(data.get("train"), dict):
@@ -75,9 +68,13 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
     path = train_config_path(config)
     args = ["--config", str(path), *overrides_to_argv(overrides), *argv]
     try:
-        return parser.parse_args_and_config(args)
+        cg, grpo = parser.parse_args_and_config(args)
     except ValueError as exc:  # TRL/HF refuse an unknown or ill-typed setting: name the file, keep it one line
         raise ConfigError(f"{path}: {exc}") from None
+    given = set(overrides or {}) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+    for key, value in vars(cg).items():  # declared ranges (e.g. max_turns >= 1), before any work
+        check_fields(CodeGrepArgs, {key: value}, f"--set {key}" if key in given else f"{path}: {key}")
+    return cg, grpo
 
 
 def cpu_precision_of(cg: Any, grpo: Any) -> str | None:

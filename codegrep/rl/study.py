@@ -37,7 +37,7 @@ RESULT_KEYS = ("schema", "n_paired_seeds", "n_seeds_run", "n_uninformative_seeds
                "kl_log_ratio_lo", "kl_log_ratio_hi", "kl_ratio_geomean", "kl_ratio_lo", "kl_ratio_hi",
                "interval_level", "interval_width_log", "powered", "sign_test_p", "paper_kl_ratio",
                "interval_contains_paper", "interval_contains_1", "verdict", "verdict_sentence", "wall_seconds",
-               "commit", "command", "date", "cpu", "model", "design", "speedups", "seeds")
+               "elapsed_seconds", "invocations", "wall_seconds_note", "commit", "command", "date", "cpu", "model", "design", "speedups", "seeds")
 """Top-level keys of ``ablation_study.json`` (the report and notebook 04 read these; keep them stable)."""
 
 SPEEDUPS = [

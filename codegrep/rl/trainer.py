@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -29,6 +29,10 @@ from codegrep.rl.kl import ExactProbeCallback, KLProbe, masked_mean_kl, model_to
 @dataclass
 class CodeGrepArgs:
     """CodeGrep's training arguments; TRL's ``GRPOConfig`` carries the rest (same YAML, same CLI)."""
+
+    FIELD_RANGES: ClassVar[dict[str, str]] = {  # checked by config.check_fields when the arguments are parsed
+        "max_turns": ">= 1", "max_calls_per_turn": ">= 1", "max_observation_tokens": ">= 1",
+        "demo_max_turns": ">= 1", "ablation_max_turns": ">= 1", "efficiency_lambda": ">= 0", "fbeta": "> 0"}
 
     profile: str = field(default="smoke", metadata={"help": "Project profile (ci|smoke|paper or a YAML path) whose "
                                                               "tasks/env/agent sections the run uses."})
