@@ -244,7 +244,8 @@ class Results:
     def study_label(self, name: str) -> str:
         d = self.external.get(name) or {}
         commit = d.get("git_commit") or d.get("commit")
-        date = str(d.get("measured_at") or d.get("updated") or d.get("finished_at") or "date not recorded")[:10]
+        date = str(d.get("measured_at") or d.get("updated") or d.get("finished_at") or d.get("date")
+                   or "date not recorded")[:10]
         return (f"{self.external_dir}/{EXTERNAL[name]}, " + (f"commit {str(commit)[:7]}" if commit else
                                                             "commit not recorded") + f", {date}")
 
@@ -410,11 +411,17 @@ def _ablation(res: Results) -> list[Row]:
     else:
         lo, hi = study.get("kl_log_ratio_lo"), study.get("kl_log_ratio_hi")
         ratio = with_interval(math.exp((lo + hi) / 2), math.exp(lo), math.exp(hi), "{:.2f}") if finite(lo, hi) else "n/a"
+        model = study.get("model")
+        kind = model.get("kind") if isinstance(model, dict) else model
+        size = f", {model['parameters'] / 1e6:.1f}M weights" if isinstance(model, dict) and model.get("parameters") else ""
         rows.append(Row("… the same, powered study (paired seeds, outside the pipeline)", paper,
-                        f"ratio {ratio} (geometric mid-interval; 90%)" + (f", model {study['model']}" if
-                                                                           study.get("model") else ""),
+                        f"ratio {ratio} (geometric mid-interval; 90%)" + (f"; model: {kind}{size}" if kind else ""),
                         count(study.get("n_paired_seeds"), "paired seeds"), "measured",
-                        ablation_verdict(study.get("verdict")), str(study.get("verdict") or "no verdict in the file"),
+                        ablation_verdict(study.get("verdict")),
+                        str(study.get("verdict_sentence") or study.get("verdict") or "no verdict in the file")
+                        + (" A MECHANISM study on a small stand-in policy: it shows how each layer's advantages move a "
+                           "policy under Adam, not the paper's model's drift." if kind and "not SmolLM2" in str(kind)
+                           else ""),
                         res.study_label("ablation")))
     return rows
 
