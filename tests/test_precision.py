@@ -100,3 +100,18 @@ def test_cpu_precision_switch(monkeypatch):
     assert cpu_precision_of(cg, grpo) == ("fp32" if NO_BF16 else "bf16")
     with pytest.raises(Exception, match="cpu_precision 'half'"):
         parse_train_args("ci", {"cpu_precision": "half"})
+
+
+def test_a_second_trainer_in_one_process_may_use_another_precision():
+    """The bf16 SFT warm start and the GRPO trainer (TRL bf16 off) share a process: accelerate's state is reset."""
+    from accelerate import Accelerator
+
+    from codegrep.agent.precision import fresh_accelerator_state
+
+    fresh_accelerator_state()
+    Accelerator(cpu=True, mixed_precision="bf16")
+    with pytest.raises(ValueError, match="already been initialized"):
+        Accelerator(cpu=True, mixed_precision="no")
+    fresh_accelerator_state()
+    assert Accelerator(cpu=True, mixed_precision="no").mixed_precision == "no"
+    fresh_accelerator_state()

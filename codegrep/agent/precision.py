@@ -113,3 +113,21 @@ def autocast(precision: str, device: str = "cpu") -> Iterator[None]:
             yield
     else:
         yield
+
+
+def fresh_accelerator_state() -> None:
+    """Forget accelerate's process-wide ``AcceleratorState`` before building a trainer.
+
+    accelerate keeps one state per process and refuses a second ``Accelerator`` with another mixed precision. One
+    process builds several trainers here (the SFT warm start, whose bf16 autocast is the Trainer's own, then the
+    GRPO trainer, whose bf16 autocast is applied by :class:`codegrep.rl.trainer.CodeGrepGRPOTrainer` with TRL's
+    ``bf16`` off; notebooks 03 and 04 run many), so each starts from a fresh state. Single-process only: a
+    distributed launch (accelerate/DeepSpeed on GPUs) keeps its state.
+    """
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)

@@ -162,7 +162,7 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from codegrep.agent.precision import precision_record
+    from codegrep.agent.precision import fresh_accelerator_state, precision_record
     from codegrep.agent.protocol import build_messages
     from codegrep.data.tasks import profile_tasks
     from codegrep.env.pool import WorktreePool
@@ -216,6 +216,7 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
                                                                        cg, grpo) else None}},
                                                     indent=1, default=str))
     (run_dir / "versions.json").write_text(json.dumps(versions(), indent=1))
+    fresh_accelerator_state()  # the warm start's SFTTrainer, in this process, may have used another precision
     trainer = CodeGrepGRPOTrainer(model=str(model_path), reward_funcs=list(REWARD_FUNCS), args=grpo,
                                   train_dataset=data, processing_class=tokenizer, rollout_func=rollout,
                                   codegrep_args=cg, reference_builder=build_reference)

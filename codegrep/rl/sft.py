@@ -69,6 +69,8 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
     from trl import SFTConfig, SFTTrainer
     from trl.chat_template_utils import get_training_chat_template
 
+    from codegrep.agent.precision import fresh_accelerator_state
+
     if not demos:
         raise ValueError("warm start requested but there are no demonstrations (check train.sft_sources)")
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -89,6 +91,7 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
                        max_length=max_length, gradient_checkpointing=False, lr_scheduler_type="constant",
                        train_sampling_strategy="sequential" if bucketed else "random")
     model = AutoModelForCausalLM.from_pretrained(model_path)
+    fresh_accelerator_state()  # the previous trainer in this process may have used another precision
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=Dataset.from_list([{"messages": m} for m in fits]))  # tokenised once here
     info["tokenize_s"] = time.perf_counter() - started
