@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import yaml
 
 from codegrep.config import check_keys, check_profile, load_profile, project_root, seed_everything, where
+from codegrep.errors import write_atomic
 
 NOTEBOOKS = ("01_mining", "02_environment", "03_training", "04_ablation",
              "05_precision_threshold", "06_downstream_eval")
@@ -233,7 +234,7 @@ def record_precision(run_json: Path, cfg: dict[str, Any]) -> None:
             pass
     record = json.loads(run_json.read_text())
     record["cpu_precision"] = precision_record(str(setting))
-    run_json.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+    write_atomic(run_json, json.dumps(record, indent=2, sort_keys=True, default=str))
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
@@ -256,25 +257,38 @@ NOTEBOOK_GUIDE = {
 
 PROFILE_GUIDE = {
     "ci": "plumbing check: 5 real instances, 2 training steps",
-    "smoke": "default: the 86 real Verified instances, SmolLM2-135M trained on CPU (target: 45 min cold)",
+    "smoke": "default: the 86 real Verified instances, SmolLM2-135M trained on CPU (target: 35 min cold)",
     "paper": "the paper's settings: 14B model on GPUs, 500 Verified instances (days; not run here)",
 }
 """One line per profile, shown by ``codegrep reproduce --help`` with its measured time (:func:`measured_times`)."""
 
-MEASURED_TIMES = Path("docs") / "results" / "reproduce_times.json"
-"""Measured wall times per profile and notebook (``{profile: {"seconds": {notebook: s}, "total_s", "measured_at",
-"git_commit", "machine", "cold"}}``; ``cold`` false = taken with a warm cache), written from a run's ``run.json``;
-``reproduce --help`` shows them, saying which were cold."""
+COMMITTED_RUNS = Path("docs") / "results"
+"""Committed runs, ``<profile>/run.json`` + ``headlines/`` (``codegrep report --save-results``): the README's headline
+table and the measured times ``reproduce --help`` shows are both read from them."""
 
 
 def measured_times(root: Path | None = None) -> dict[str, Any]:
-    """The committed measured times (empty when the record is missing or unreadable)."""
-    path = Path(root or project_root()) / MEASURED_TIMES
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    """``{profile: {"seconds": {notebook: s}, "total_s", "measured_at", "git_commit", "machine"}}`` from the
+    committed runs' ``run.json`` (profiles without one are left out)."""
+    out: dict[str, Any] = {}
+    for path in sorted((Path(root or project_root()) / COMMITTED_RUNS).glob("*/run.json")):
+        try:
+            run = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        seconds = run.get("notebook_seconds") if isinstance(run, dict) else None
+        if not isinstance(seconds, dict):
+            continue
+        cpu = (run.get("cpu_precision") or {}).get("cpu") or {}
+        machine = (f"{cpu.get('torch_threads', '?')} CPU threads, {cpu.get('cpu_model', '?')}, "
+                   f"{(run.get('cpu_precision') or {}).get('precision', '?')}" if isinstance(cpu, dict) and cpu
+                   else str(run.get("platform", "?")))
+        out[path.parent.name] = {"seconds": seconds, "total_s": sum(v for v in seconds.values() if
+                                                                     isinstance(v, (int, float))),
+                                 "measured_at": str(run.get("finished_at", "?"))[:10],
+                                 "git_commit": run.get("git_commit", "?"), "machine": machine,
+                                 "cold": run.get("cold")}
+    return out
 
 
 def _minutes(seconds: Any) -> str:
@@ -300,7 +314,7 @@ def reproduce_description(times: dict[str, Any] | None = None) -> str:
     profiles = []
     for name, what in PROFILE_GUIDE.items():
         t = times.get(name)
-        how = "measured cold" if t and t.get("cold", True) else "measured with a warm cache"
+        how = {True: "measured cold", False: "measured with a warm cache"}.get(t.get("cold") if t else None, "measured")
         note = (f" ({how}: {_minutes(t.get('total_s'))} on {t.get('machine', '?')}, {t.get('measured_at', '?')}, "
                 f"commit {str(t.get('git_commit', '?'))[:7]})" if t else " (not measured)")
         profiles.append(f"  {name:<8}{what}{note}")

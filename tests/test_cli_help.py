@@ -46,7 +46,7 @@ def test_reproduce_help_shows_measured_times():
     from codegrep.pipeline import reproduce_description
 
     times = {"smoke": {"seconds": {"03_training": 1500, "01_mining": 7}, "total_s": 2640, "machine": "2 idle cores",
-                       "measured_at": "2026-12-01", "git_commit": "0123456789"}}
+                       "measured_at": "2026-12-01", "git_commit": "0123456789", "cold": True}}
     text = reproduce_description(times)
     row = next(line for line in text.splitlines() if line.strip().startswith("03_training"))
     assert "25 min" in row and "7 s" in text
