@@ -108,10 +108,14 @@ def test_a_second_trainer_in_one_process_may_use_another_precision():
 
     from codegrep.agent.precision import fresh_accelerator_state
 
+    from trl import SFTConfig
+
     fresh_accelerator_state()
+    sft_args = SFTConfig(output_dir="unused", use_cpu=True, report_to="none")
     Accelerator(cpu=True, mixed_precision="bf16")
     with pytest.raises(ValueError, match="already been initialized"):
         Accelerator(cpu=True, mixed_precision="no")
     fresh_accelerator_state()
     assert Accelerator(cpu=True, mixed_precision="no").mixed_precision == "no"
+    assert sft_args.distributed_state.distributed_type == "NO"  # arguments made before the reset still work
     fresh_accelerator_state()

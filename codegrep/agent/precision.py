@@ -130,4 +130,4 @@ def fresh_accelerator_state() -> None:
         return
     from accelerate.state import AcceleratorState
 
-    AcceleratorState._reset_state(reset_partial_state=True)
+    AcceleratorState._reset_state(reset_partial_state=False)  # TrainingArguments hold the PartialState
