@@ -186,7 +186,7 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     seed_everything(int(cfg["seed"]))
     resolved = artifacts / "profile.yaml"  # every notebook reads this one resolved profile
     profile_text = yaml.safe_dump({k: v for k, v in cfg.items() if k != "_source"}, sort_keys=True)
-    resolved.write_text(profile_text)
+    write_atomic(resolved, profile_text)
     cache_file = artifacts / "notebooks" / "cache.json"
     cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
     library = code_hash()
@@ -207,12 +207,12 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
         print(f"[reproduce] {name}: running ({cfg['profile']} profile)", file=sys.stderr)
         start = time.perf_counter()
         cache.pop(name, None)
-        cache_file.write_text(json.dumps(cache, indent=2))
+        write_atomic(cache_file, json.dumps(cache, indent=2))
         _run_one(nb_path, executed, params)
         result.seconds[name] = round(time.perf_counter() - start, 2)
         result.ran.append(name)
         cache[name] = {"key": key, "seconds": result.seconds[name], "finished": time.time()}
-        cache_file.write_text(json.dumps(cache, indent=2))
+        write_atomic(cache_file, json.dumps(cache, indent=2))
     record_precision(write_run_record(artifacts, cfg, {n: cache.get(n, {}).get("seconds") for n in NOTEBOOKS}), cfg)
     build_report(artifacts)
     return result

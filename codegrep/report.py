@@ -24,6 +24,7 @@ from typing import Any
 from codegrep.claims import Results, markdown_table, summary_rows
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.report_tables import CAPTIONS, agent_vs_bm25_figure, downstream_table, precision_table
+from codegrep.errors import write_atomic
 
 KINDS = {"run": "measured", "measured": "measured", "model": "MODEL", "fit": "FIT", "simulation": "SIMULATION"}
 """How the report marks what produced a number (the same words as ``codegrep.plots.SOURCES``)."""
@@ -159,7 +160,7 @@ def write_run_record(artifacts: Path, cfg: dict[str, Any], seconds: dict[str, An
         "notebook_seconds": seconds, "config": {k: v for k, v in cfg.items() if k != "_source"},
     }
     path = Path(artifacts) / "run.json"
-    path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+    write_atomic(path, json.dumps(record, indent=2, sort_keys=True, default=str))
     return path
 
 
@@ -298,8 +299,8 @@ def build_report(artifacts: Path, figures: Path | None = None) -> tuple[Path, Pa
     run = json.loads(run_path.read_text()) if run_path.is_file() else {}
     md = _markdown(claim_rows(artifacts), run, figures, artifacts)
     md_path, html_path = artifacts / "report.md", artifacts / "report.html"
-    md_path.write_text(md)
-    html_path.write_text(_html(md, artifacts))
+    write_atomic(md_path, md)
+    write_atomic(html_path, _html(md, artifacts))
     return md_path, html_path
 
 
@@ -385,7 +386,7 @@ def update_readme(readme: Path, run_dir: Path | None = None, check: bool = False
     tail = rest.split(README_END, 1)[1]
     new = head + readme_block(Results.load(run_dir), where) + tail
     if new != text and not check:
-        readme.write_text(new)
+        write_atomic(readme, new)
     return new != text
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from codegrep.claims import PTS, Results, finite, fmt, with_interval
 from codegrep.paper import PAPER_REFERENCE
+from codegrep.errors import atomic_write
 
 RETRIEVERS = {
     "oracle": "the gold files (precision 1 at the gold set size): an upper bound, not a retriever",
@@ -233,7 +234,9 @@ def agent_vs_bm25_figure(artifacts: Path, figures: Path) -> Path | None:
                  fontsize=9)
     path = Path(figures) / "report_agent_vs_bm25.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    fig.savefig(path.with_suffix(".svg"), bbox_inches="tight")
+    with atomic_write(path) as fh:
+        fig.savefig(fh, format="png", dpi=120, bbox_inches="tight")
+    with atomic_write(path.with_suffix(".svg")) as fh:
+        fig.savefig(fh, format="svg", bbox_inches="tight")
     plt.close(fig)
     return path

@@ -33,6 +33,7 @@ from codegrep.rl.advantages import advantage_parts, tied_groups
 from codegrep.rl.paired import endpoint
 from codegrep.rl.run import parse_train_args, train, train_config_path
 from codegrep.rl.training_stage import main_run_dir, metrics_frame
+from codegrep.errors import atomic_write, write_atomic
 
 PAPER_KL_RATIO = 1 / 3  # the paper: advantage-layer KL drift is "about a third" of the reward layer's
 MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the run itself
@@ -140,16 +141,16 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
                             "tokens": score.tokens, "prompt_ids": result["prompt_ids"][i],
                             "completion_ids": result["completion_ids"][i], "env_mask": result["env_mask"][i]})
     del trainer
-    with (out / "screen.jsonl").open("w") as fh:
+    with atomic_write(out / "screen.jsonl", "w") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in records)
     summary = choose_pool(records, cg.format_weight, cg.ablation_pool_size)
     probes = probe_rows(records, summary["pool"], cg.ablation_probe_size)
-    with (out / "probe.jsonl").open("w") as fh:
+    with atomic_write(out / "probe.jsonl", "w") as fh:
         fh.writelines(json.dumps({k2: r[k2] for k2 in ("instance_id", "prompt_ids", "completion_ids", "env_mask")})
                       + "\n" for r in probes)
     summary.update({"probe_set": str((out / "probe.jsonl").resolve()), "screen": str((out / "screen.jsonl").resolve()),
                     "samples_per_task": k, "n_probe_sequences": len(probes)})
-    summary_path.write_text(json.dumps(summary, indent=1))
+    write_atomic(summary_path, json.dumps(summary, indent=1))
     return summary
 
 
@@ -316,7 +317,7 @@ def _with_final_probe(frame: pd.DataFrame, run_dir: Path, probe_set: str) -> pd.
         policy = AutoModelForCausalLM.from_pretrained(str(run_dir / "final"))
         reference = AutoModelForCausalLM.from_pretrained(config["initial_policy"])
         kl = probe_kl(policy, reference, read_probe_set(probe_set), float(config["grpo"].get("temperature", 1.0)))
-        cache.write_text(json.dumps({"kl_exact": kl}))
+        write_atomic(cache, json.dumps({"kl_exact": kl}))
     frame = frame.copy()
     if "kl_exact" not in frame:
         frame["kl_exact"] = np.nan

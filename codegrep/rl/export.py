@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.rl.trainer import read_metrics
+from codegrep.errors import write_atomic
 
 CARD = """---
 library_name: transformers
@@ -64,7 +65,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
             " demonstrations (synthetic = oracle-guided scripted episodes, not model outputs; recorded = real "
             "mini-swe-agent runs converted to the tool protocol; evaluation instances excluded, see manifest.json)") \
         if cg["warm_start"] else "none"
-    (out / "README.md").write_text(CARD.format(
+    write_atomic(out / "README.md", CARD.format(
         base=cg["model"], name=run_dir.name, trl=versions.get("trl"), initial=config["initial_policy"], warm=warm,
         n_tasks=config["n_train_tasks"], profile=cg["profile"], layer=cg["efficiency_layer"],
         lam=cg["efficiency_lambda"], weights=cg["efficiency_weights"], fbeta=cg["fbeta"], fw=cg["format_weight"],
@@ -72,7 +73,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
         note=note, episode=(config.get("episode") or {}).get("used", "not recorded"),
         overrides=(", training-only overrides: " + json.dumps(config["episode"]["training_overrides"]))
         if (config.get("episode") or {}).get("training_overrides") else ""))
-    (out / "training_config.json").write_text(json.dumps(config, indent=1))
+    write_atomic(out / "training_config.json", json.dumps(config, indent=1))
     shutil.copy(run_dir / "metrics.jsonl", out / "metrics.jsonl")
     if (run_dir / "manifest.json").is_file():
         shutil.copy(run_dir / "manifest.json", out / "manifest.json")

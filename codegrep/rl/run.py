@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from codegrep.config import ConfigError, check_fields, load_profile, load_yaml, profile_path, project_root, section, seed_everything
+from codegrep.errors import write_atomic
 
 DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/smoke.yaml",
                          "paper": "configs/train/paper.yaml"}
@@ -116,7 +117,7 @@ def train(config: str | Path, overrides: dict[str, Any] | None = None) -> Path:
     if cg.save_final_model:
         trainer.save_model(str(run_dir / "final"))
         trainer.processing_class.save_pretrained(str(run_dir / "final"))
-    (run_dir / "done.json").write_text(json.dumps({"seconds": time.perf_counter() - started,
+    write_atomic(run_dir / "done.json", json.dumps({"seconds": time.perf_counter() - started,
                                                    "steps": trainer.state.global_step}, indent=1))
     return run_dir
 
@@ -207,7 +208,7 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
     data = Dataset.from_list([{"prompt": build_messages(t.problem_statement, agent), "instance_id": t.instance_id}
                               for t in tasks])
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    (run_dir / "config.json").write_text(json.dumps({"codegrep": asdict(cg), "grpo": grpo.to_dict(),
+    write_atomic(run_dir / "config.json", json.dumps({"codegrep": asdict(cg), "grpo": grpo.to_dict(),
                                                      "initial_policy": str(Path(model_path).resolve()), "n_train_tasks": len(tasks),
                                                      "efficiency_scales": scales, "episode": episode,
                                                      "precision": {**precision_record(cg.cpu_precision),
@@ -215,7 +216,7 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
                                                                    "generation": "fp32" if cpu_precision_of(
                                                                        cg, grpo) else None}},
                                                     indent=1, default=str))
-    (run_dir / "versions.json").write_text(json.dumps(versions(), indent=1))
+    write_atomic(run_dir / "versions.json", json.dumps(versions(), indent=1))
     fresh_accelerator_state()  # the warm start's SFTTrainer, in this process, may have used another precision
     trainer = CodeGrepGRPOTrainer(model=str(model_path), reward_funcs=list(REWARD_FUNCS), args=grpo,
                                   train_dataset=data, processing_class=tokenizer, rollout_func=rollout,
@@ -272,7 +273,7 @@ def write_manifest(run_dir: Path, demos: list[dict[str, Any]], prompt_ids: list[
         raise ValueError(f"{len(overlap)} evaluation instance(s) would reach training (first: {overlap[0]}); "
                          "check tasks.splits and the demonstration sources")
     path = Path(run_dir) / "manifest.json"
-    path.write_text(json.dumps({
+    write_atomic(path, json.dumps({
         "sft_demonstrations": [{"source": d["source"], "instance_id": d["instance_id"]} for d in demos],
         "grpo_prompts": list(prompt_ids), "n_evaluation_ids": len(evaluation_ids),
         "evaluation_ids_sha": _ids_digest(evaluation_ids), "overlap": overlap}, indent=1))
@@ -338,7 +339,7 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
                           learning_rate=cg.sft_learning_rate, batch_size=cg.sft_batch_size, seed=0,
                           use_cpu=grpo.use_cpu, bf16=bf16)
     if not (path / "demonstrations.jsonl").is_file():
-        (path / "demonstrations.jsonl").write_text("".join(json.dumps(d) + "\n" for d in demos))
+        write_atomic(path / "demonstrations.jsonl", "".join(json.dumps(d) + "\n" for d in demos))
     return path, demos
 
 
