@@ -88,9 +88,8 @@ def format_pretrain(model_dir: Path, tasks: list[Any], agent: Any, out_root: str
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from codegrep.agent.protocol import build_messages
+    from codegrep.agent.protocol import build_messages, tool_call_text
     from codegrep.env.tools import ToolCall
-    from codegrep.rl.sft import tool_call_text
 
     ids = sorted(t.instance_id for t in tasks)
     key = hashlib.sha1(json.dumps({"base": model_dir.name, "steps": steps, "lr": lr, "batch": batch, "seed": seed,
