@@ -55,19 +55,14 @@ class ToolEnvironment(Protocol):
 
 
 class Ranking(Protocol):
-    """What a retriever returns, as far as its callers read it; implemented by
-    ``codegrep.retrievers.base.Retrieval`` (which adds ``reasons`` and ``extra``)."""
+    """What a retriever returns, as far as its callers read it (each field is documented on the implementation,
+    ``codegrep.retrievers.base.Retrieval``, which adds ``reasons`` and ``extra``; listed here by name)."""
 
     files: list[str]
-    """Repository-relative paths, best first."""
     rounds: int
-    """Agent turns used (0 for one-shot retrievers)."""
-    tool_calls: int
-    """Tool calls issued (0 for one-shot retrievers)."""
-    tokens: int
-    """Model tokens spent (0 without a model)."""
     seconds: float
-    """Wall time of this retrieval."""
+    tokens: int
+    tool_calls: int
 
 
 @runtime_checkable
@@ -80,21 +75,15 @@ class Retriever(Protocol):
 
 
 class AgentRun(Protocol):
-    """What one downstream agent run returns, as far as its callers read it; implemented by
-    ``codegrep.downstream.agents.DownstreamResult`` (which adds timing, trajectory and details)."""
+    """What one downstream agent run returns, as far as its callers read it (each field is documented on the
+    implementation, ``codegrep.downstream.agents.DownstreamResult``, which adds timing, trajectory and details; by name)."""
 
-    instance_id: str
-    """The task's id."""
     agent: str
-    """Which agent produced it."""
-    resolved: bool | None
-    """Resolved by the official harness (None = not evaluated)."""
-    rounds: int
-    """LLM calls (agent turns) the rollout took."""
-    prompt_tokens: int
-    """Prompt tokens summed over all LLM calls."""
     completion_tokens: int
-    """Completion tokens summed over all LLM calls."""
+    instance_id: str
+    prompt_tokens: int
+    resolved: bool | None
+    rounds: int
 
 
 @runtime_checkable
