@@ -75,12 +75,12 @@ def _commit_all(work: Path, commits: int) -> None:
 
 
 def _package_dir(package: str) -> Path:
-    import importlib.util
+    from codegrep.data.default_set import package_dir
 
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
+    src = package_dir(package)
+    if src is None:
         raise FileNotFoundError(f"package {package!r} is not installed; pass --repo GIT_DIR --commit SHA")
-    return Path(list(spec.submodule_search_locations)[0])
+    return src
 
 
 def default_bench_repo() -> tuple[Path, str]:
