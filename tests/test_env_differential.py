@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from codegrep.env.bench import make_calls
-from codegrep.env.gitcmd import git
+from codegrep.data.gitcmd import git
 from codegrep.env.pool import WorktreePool
 from codegrep.env.tools import ToolCall, ToolConfig, open_snapshot
 

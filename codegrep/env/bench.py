@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from codegrep.env.gitcmd import git, resolve_commit
+from codegrep.data.gitcmd import git, resolve_commit, run as run_git
 from codegrep.env.blobstore import wait_background
 from codegrep.env.gitobjects import GitObjectEnvironment, forget_trees
 from codegrep.env.pool import WorktreePool
@@ -42,7 +41,7 @@ def package_repo(dest: Path, package: str = "sympy", commits: int = 8) -> tuple[
         work = Path(tmp) / "w"
         shutil.copytree(src, work / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
         _commit_all(work, commits)
-        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(dest)], check=True)
+        run_git("clone", "-q", "--bare", str(work), str(dest))
     return dest, resolve_commit(dest, "HEAD")
 
 
@@ -61,17 +60,17 @@ def synthetic_repo(dest: Path, n_files: int = 200, commits: int = 4, seed: int =
                     for j in range(20)]
             path.write_text(f'"""Module {i}."""\nimport os\n\n' + "\n".join(body))
         _commit_all(work, commits)
-        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(dest)], check=True)
+        run_git("clone", "-q", "--bare", str(work), str(dest))
     return dest, resolve_commit(dest, "HEAD")
 
 
 def _commit_all(work: Path, commits: int) -> None:
     ident = ["-c", "user.name=codegrep-bench", "-c", "user.email=bench@codegrep.invalid", "-c", "commit.gpgSign=false"]
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    run_git("init", "-q", str(work))
     for c in range(max(1, commits)):
         (work / "BENCH_REVISION").write_text(f"{c}\n")
-        subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
-        subprocess.run(["git", "-C", str(work), *ident, "commit", "-q", "-m", f"bench {c}"], check=True)
+        git(work, "add", "-A")
+        git(work, *ident, "commit", "-q", "-m", f"bench {c}")
 
 
 def _package_dir(package: str) -> Path:
@@ -152,8 +151,8 @@ def _acquire_once(method: str, git_dir: Path, sha: str, scratch: Path, pool: Wor
     t0 = time.perf_counter()
     if method == "clone":
         dest = scratch / f"clone-{i}"
-        subprocess.run(["git", "clone", "-q", "--no-checkout", str(git_dir), str(dest)], check=True)
-        subprocess.run(["git", "-C", str(dest), "checkout", "-q", "--detach", sha], check=True)
+        run_git("clone", "-q", "--no-checkout", str(git_dir), str(dest))
+        git(dest, "checkout", "-q", "--detach", sha)
         size = _disk_bytes(dest)
         shutil.rmtree(dest)
     elif method == "worktree":

@@ -25,6 +25,7 @@ from typing import Any
 from tqdm import tqdm
 
 from codegrep.config import cache_dir
+from codegrep.data.gitcmd import run as run_git
 from codegrep.serve.mcp_server import TOOL_NAME, FileFinder, ServeConfig
 
 BUDGET_SECONDS = 1.0  # the issue's latency budget for grep-heuristic on a 2K-file repository
@@ -53,8 +54,7 @@ def _source_files(src: Path, n_files: int) -> list[Path]:
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@codegrep", *args],
-                   cwd=repo, check=True, capture_output=True)
+    run_git("-c", "user.name=bench", "-c", "user.email=bench@codegrep", *args, cwd=repo)
 
 
 def bench_repository(n_files: int = 2000) -> Path:
@@ -167,8 +167,7 @@ def bench_mcp(n_files: int = 2000, n_queries: int = 20, retriever: str = "grep-h
     """Run the benchmark and return one JSON-able dict (latencies in seconds, ratios, budget verdict)."""
     load_start = os.getloadavg()[0]
     repo = Path(repo).resolve() if repo else bench_repository(n_files)
-    n_repo_files = int(subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True)
-                       .stdout.count("\n"))
+    n_repo_files = int(run_git("ls-files", cwd=repo, text=True, check=False).stdout.count("\n"))
     queries = synthetic_queries(repo, n_queries, seed)
     if not queries:
         raise RuntimeError(f"no function definitions found under {repo} to build queries from")
