@@ -7,10 +7,11 @@ repositories) and ``codegrep.serve`` (benchmark repository, live requests) impor
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 PROMPTLESS = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
 """Environment for git commands that may reach a remote: never prompt, ignore the system config."""
@@ -55,3 +56,25 @@ def cat_file_batch(git_dir: Path | str, quiet: bool = False) -> subprocess.Popen
     """A running ``git cat-file --batch`` over ``git_dir`` (stdin/stdout pipes; ``quiet``: stderr discarded)."""
     return subprocess.Popen(["git", "-C", str(git_dir), "cat-file", "--batch"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL if quiet else None)
+
+
+@contextlib.contextmanager
+def detached_worktree(git_dir: Path | str, path: Path, commit: str) -> Iterator[Path]:
+    """A detached worktree of ``git_dir`` at ``commit`` in ``path`` for the block, removed after it (removal errors
+    ignored: the caller's temporary directory goes anyway)."""
+    run("worktree", "add", "--detach", "-f", str(path), commit, git_dir=git_dir)
+    try:
+        yield path
+    finally:
+        run("worktree", "remove", "--force", str(path), git_dir=git_dir, check=False)
+
+
+def checkout_commit(root: Path | str, dirty_mark: str, timeout: float | None = None) -> str:
+    """HEAD of the checkout at ``root`` with ``dirty_mark`` appended when tracked files differ; ``unknown`` when
+    git or the checkout is missing. (``codegrep report`` marks ``+dirty``, the study ``-dirty``: both kept.)"""
+    try:
+        head = run("rev-parse", "HEAD", cwd=root, text=True, timeout=timeout)
+        dirty = run("status", "--porcelain", "--untracked-files=no", cwd=root, text=True, timeout=timeout)
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        return "unknown"
+    return head.stdout.strip() + (dirty_mark if dirty.stdout.strip() else "")
