@@ -158,3 +158,17 @@ def test_local_verdict_mechanics_on_a_small_repository(tmp_path, monkeypatch):
     bad = v.verdict(task, agent.replace("return 1", "return 7"), "broken")
     assert bad.resolved is False and "does not apply" in bad.reason
     assert _git(repo, "worktree", "list").count("\n") == 1  # every worktree removed
+
+
+def test_verify_section_keys_are_checked_by_the_config_module_and_timeout_overrides():
+    """``codegrep downstream verify`` and the hint experiment build ``downstream.verify`` the one way
+    (``config_from_section`` -> ``codegrep.config.check_keys``), with the config module's wording."""
+    from codegrep.config import ConfigError
+    from codegrep.downstream.agents import config_from_section
+    from codegrep.downstream.verify import VerifyConfig
+
+    with pytest.raises(ConfigError, match=r"^downstream\.verify: unknown key 'timeot' \(did you mean 'timeout'\?\)"):
+        config_from_section({"verify": {"timeot": 5}}, "verify", VerifyConfig, "timeout")
+    assert config_from_section({"verify": {"timeout": 5}}, "verify", VerifyConfig, "timeout").timeout == 5
+    assert config_from_section({"verify": {"timeout": 5}}, "verify", VerifyConfig, "timeout", 7).timeout == 7
+    assert config_from_section({}, "verify", VerifyConfig, "timeout", None) == VerifyConfig()

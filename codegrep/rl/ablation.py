@@ -30,12 +30,14 @@ import numpy as np
 import pandas as pd
 
 from codegrep.artifacts import runs_dir
+from codegrep.paper import PAPER_REFERENCE
 from codegrep.rl.advantages import advantage_parts, tied_groups
 from codegrep.rl.paired import endpoint
 from codegrep.rl.run import parse_train_args, train, train_config_path
 from codegrep.rl.training_stage import main_run_dir, metrics_frame
 
-PAPER_KL_RATIO = 1 / 3  # the paper: advantage-layer KL drift is "about a third" of the reward layer's
+# The paper: advantage-layer KL drift is "about a third" of the reward layer's (a labelled reference, never a result).
+PAPER_KL_RATIO = PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]
 MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the run itself
     "name", "out", "resume", "warm_start_dir", "save_final_model", "kl_probe_set", "kl_probe_every",
     "log_update_norm", "record_groups", "eval_tasks", "curve_eval_tasks", "lambda_grid", "output_dir", "logging_dir", "save_strategy",
