@@ -27,6 +27,8 @@ def commit_all(work: Path, files: dict[str, str | bytes] | None = None, message:
     return run_git("rev-parse", "HEAD", git_dir=work, text=True).stdout.strip()
 
 
-def git_out(work: Path, *args: str) -> str:
-    """stdout of one git command in ``work`` (test identity), stripped; a failure raises RuntimeError."""
-    return run_git(*TEST_IDENTITY, *args, git_dir=work, text=True).stdout.strip()
+def git_out(work: Path, *args: str, strip: bool = True) -> str:
+    """stdout of one git command in ``work`` (test identity), stripped unless ``strip=False`` (a diff used as a
+    patch keeps its last newline); a failure raises RuntimeError."""
+    out = run_git(*TEST_IDENTITY, *args, git_dir=work, text=True).stdout
+    return out.strip() if strip else out

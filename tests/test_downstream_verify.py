@@ -13,6 +13,7 @@ import pytest
 
 from codegrep.data.tasks import Task
 from codegrep.downstream.verify import RECIPES, Verifier, VerifyConfig, grade, harness_test_paths, parse_log
+from conftest import git_out
 
 FAST = ["sympy__sympy-11618", "sympy__sympy-12481", "sympy__sympy-12489"]  # test files of ~15 s each
 
@@ -101,8 +102,7 @@ def test_gold_resolves_and_the_bare_base_does_not_on_three_sympy_instances(tmp_p
 
 
 def _git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True,
-                          capture_output=True, text=True).stdout
+    return git_out(repo, *args, strip=False)
 
 
 def _diff(repo, edits: dict[str, str]) -> str:
