@@ -2,18 +2,21 @@
 
 The moving parts are four small protocols; every implementation in the package satisfies one of them.
 Value types live beside their implementations (``codegrep.data.tasks.Task``,
-``codegrep.env.tools.ToolCall`` / ``ToolResult``, ``codegrep.retrievers.base.Retrieval``, ...).
+``codegrep.env.contract.ToolCall`` / ``ToolResult``, ``codegrep.retrievers.base.Retrieval``, ...).
+
+The root sits below every area: it names (for typing) only the value types of the two layers its protocols are
+defined over, the task data (``codegrep.data``) and the tool contract (``codegrep.env``). What a retriever or a
+downstream agent returns is described here by the attributes callers read (``Ranking``, ``AgentRun``), never
+imported from the area above (``tests/test_import_graph.py`` forbids it, ``TYPE_CHECKING`` included).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
-if TYPE_CHECKING:  # value types only; importing them here would pull heavy modules at import time
+if TYPE_CHECKING:  # value types of the root's own layer only; importing them here would pull modules at import time
     from codegrep.data.tasks import Task
-    from codegrep.downstream.agents import DownstreamResult
-    from codegrep.env.tools import ToolCall, ToolResult
-    from codegrep.retrievers.base import Retrieval
+    from codegrep.env.contract import ToolCall, ToolResult
 
 import os as _os
 
@@ -51,13 +54,36 @@ class ToolEnvironment(Protocol):
     def close(self) -> None: ...
 
 
+class Ranking(Protocol):
+    """What a retriever returns, as far as its callers read it (each field is documented on the implementation,
+    ``codegrep.retrievers.base.Retrieval``, which adds ``reasons`` and ``extra``; listed here by name)."""
+
+    files: list[str]
+    rounds: int
+    seconds: float
+    tokens: int
+    tool_calls: int
+
+
 @runtime_checkable
 class Retriever(Protocol):
     """Ranks the files of a checkout for a task's issue text."""
 
     name: str
 
-    def retrieve(self, task: "Task", checkout: Path) -> "Retrieval": ...
+    def retrieve(self, task: "Task", checkout: Path) -> Ranking: ...
+
+
+class AgentRun(Protocol):
+    """What one downstream agent run returns, as far as its callers read it (each field is documented on the
+    implementation, ``codegrep.downstream.agents.DownstreamResult``, which adds timing, trajectory and details; by name)."""
+
+    agent: str
+    completion_tokens: int
+    instance_id: str
+    prompt_tokens: int
+    resolved: bool | None
+    rounds: int
 
 
 @runtime_checkable
@@ -66,4 +92,4 @@ class DownstreamAgent(Protocol):
 
     name: str
 
-    def run(self, task: "Task", candidate_files: Sequence[str] | None) -> "DownstreamResult": ...
+    def run(self, task: "Task", candidate_files: Sequence[str] | None) -> AgentRun: ...

@@ -85,6 +85,16 @@ class Outputs:
         return path
 
 
+def runs_dir(artifacts: str | Path | None, default_out: str | Path) -> Path:
+    """Where a notebook's training runs live: ``<artifacts>/train`` when it has an artifacts directory, else the
+    training config's own ``out`` (``codegrep train``). Used by the main run and the ablation alike.
+
+    >>> runs_dir("artifacts", "runs").as_posix(), runs_dir(None, "runs").as_posix()
+    ('artifacts/train', 'runs')
+    """
+    return Path(artifacts) / "train" if artifacts is not None else Path(default_out)
+
+
 def read_headline(artifacts: Path, notebook: str) -> dict[str, Any]:
     """The headline record a notebook wrote (raises FileNotFoundError naming the path)."""
     path = Path(artifacts) / "headlines" / f"{notebook}.json"

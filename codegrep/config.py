@@ -341,11 +341,7 @@ def check_values(cfg: Mapping[str, Any], sections: Iterable[str] | None = None,
         if not isinstance(node, Mapping):
             continue
         for spec in SECTION_SCHEMAS.get(dotted, ()):
-            module, _, attr = spec.partition(":")
-            try:
-                obj = getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError):
-                continue
+            obj = schema_object(dotted, spec)
             if dataclasses.is_dataclass(obj):
                 names = set(config_fields(obj))
                 for k, v in node.items():
@@ -416,15 +412,37 @@ PROFILE_SECTIONS = ("profile", "seed", "tasks", "env", "mining", "agent", "retri
                     "notebooks")
 
 
+class SchemaError(RuntimeError):
+    """Internal error: a ``SECTION_SCHEMAS`` entry names a module or class that does not exist (renamed or moved
+    without updating the registry). Never a user error, never skipped: a skipped schema would switch key checking
+    off for that section."""
+
+
+def schema_object(dotted: str, spec: str) -> Any:
+    """The config dataclass (or tuple of key names) a ``SECTION_SCHEMAS`` entry names.
+
+    >>> schema_object("tasks", "codegrep.config:TASKS_KEYS") == TASKS_KEYS
+    True
+    >>> schema_object("agent", "codegrep.agent.protocol:NoSuchConfig")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.SchemaError: internal error: SECTION_SCHEMAS['agent'] names codegrep.agent.protocol:NoSuchConfig, \
+which does not exist (AttributeError: module 'codegrep.agent.protocol' has no attribute 'NoSuchConfig'); update the \
+registry in codegrep/config.py
+    """
+    module, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SchemaError(f"internal error: SECTION_SCHEMAS[{dotted!r}] names {spec}, which does not exist "
+                          f"({type(exc).__name__}: {exc}); update the registry in codegrep/config.py") from exc
+
+
 def schema_keys(dotted: str) -> set[str]:
     """Field names of the dataclasses registered for a profile path (empty when none is registered)."""
     out: set[str] = set()
     for spec in SECTION_SCHEMAS.get(dotted, ()):
-        module, _, attr = spec.partition(":")
-        try:
-            obj = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):  # a class being moved by its owner: fall back to the YAML's keys
-            continue
+        obj = schema_object(dotted, spec)
         out |= set(config_fields(obj)) if dataclasses.is_dataclass(obj) else set(obj)
     return out
 

@@ -14,7 +14,6 @@ import html
 import json
 import platform
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -131,13 +130,9 @@ CLAIMS = (
 
 
 def _git_commit(root: Path) -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    from codegrep.data.gitcmd import checkout_commit
+
+    return checkout_commit(root, "+dirty", timeout=10)
 
 
 def _version(pkg: str) -> str | None:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from codegrep.agent.loop import load_episode, run_episode, run_episodes
 from codegrep.agent.policies import ScriptedPolicy, make_policy
 from codegrep.agent.protocol import AgentConfig
 from codegrep.env.tools import RepoToolEnvironment
+from conftest import commit_all
 
 
 def block(name: str, **arguments) -> str:
@@ -21,14 +21,9 @@ def block(name: str, **arguments) -> str:
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "config.py").write_text("def parse_config(text):\n    return text.strip()\n")
-    (root / "pkg" / "cli.py").write_text("from pkg.config import parse_config\n\nprint(parse_config(' x '))\n")
-    (root / "README.md").write_text("# demo\n" + "filler line\n" * 400)
-    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(git + ["-C", str(root), "add", "."], check=True)
-    subprocess.run(git + ["-C", str(root), "commit", "-qm", "init"], check=True)
+    commit_all(root, {"pkg/config.py": "def parse_config(text):\n    return text.strip()\n",
+                          "pkg/cli.py": "from pkg.config import parse_config\n\nprint(parse_config(' x '))\n",
+                          "README.md": "# demo\n" + "filler line\n" * 400})
     return root
 
 

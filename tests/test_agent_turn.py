@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +12,7 @@ from codegrep.agent.loop import run_episode
 from codegrep.agent.policies import ScriptedPolicy
 from codegrep.agent.protocol import AgentConfig, apply_turn, build_messages
 from codegrep.env.tools import RepoToolEnvironment, ToolResult
+from conftest import commit_all
 
 
 def block(name: str, **arguments) -> str:
@@ -31,13 +31,8 @@ CONFIG = AgentConfig(max_turns=4, max_calls_per_turn=2, max_observation_tokens=6
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "config.py").write_text("def parse_config(text):\n    return text.strip()\n" * 20)
-    (root / "pkg" / "cli.py").write_text("from pkg.config import parse_config\n\nprint(parse_config(' x '))\n")
-    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(git + ["-C", str(root), "add", "."], check=True)
-    subprocess.run(git + ["-C", str(root), "commit", "-qm", "init"], check=True)
+    commit_all(root, {"pkg/config.py": "def parse_config(text):\n    return text.strip()\n" * 20,
+                          "pkg/cli.py": "from pkg.config import parse_config\n\nprint(parse_config(' x '))\n"})
     return root
 
 

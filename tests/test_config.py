@@ -155,3 +155,18 @@ def test_every_registered_section_schema_resolves():
             obj = getattr(importlib.import_module(module), attr, None)
             assert obj is not None, f"SECTION_SCHEMAS[{dotted!r}]: {spec} does not exist"
             assert dataclasses.is_dataclass(obj) or all(isinstance(k, str) for k in obj), spec
+
+
+@pytest.mark.parametrize("spec", ["codegrep.agent.protocol:RenamedAgentConfig", "codegrep.agent.no_such_module:X"])
+def test_a_renamed_or_missing_schema_class_is_an_error_not_a_skipped_check(monkeypatch, spec):
+    """Key checking for a section must never switch itself off because its class was renamed or moved."""
+    from codegrep import config
+
+    cfg = load_profile("ci")  # loading checks the profile too: load before breaking the registry
+    monkeypatch.setitem(config.SECTION_SCHEMAS, "agent", (spec,))
+    with pytest.raises(config.SchemaError, match=r"SECTION_SCHEMAS\['agent'\] names " + spec.replace(".", r"\.")):
+        config.check_profile(cfg)
+    with pytest.raises(config.SchemaError, match="internal error"):
+        config.check_values(cfg, sections=["agent"])
+    with pytest.raises(config.SchemaError):
+        config.schema_keys("agent")

@@ -13,10 +13,7 @@ from codegrep.cli import main as cli_main
 from codegrep.data.default_set import SOURCE_PACKAGES, build_default_set, ensure_default_task_set
 from codegrep.data.docstrings import find_docstrings, first_paragraph, mask_code_names, strip_docstrings
 from codegrep.data.tasks import load_tasks
-
-
-def _git(cwd, *args) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+from conftest import git_out as _git
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from codegrep.cli import main as cli_main
 from codegrep.data.tasks import (Task, filter_tasks, gold_files_from_patch, load_tasks, patch_changes, patch_files,
                                  profile_tasks, read_tasks, save_tasks)
+from conftest import git_out
 
 VERIFIED = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench_verified.jsonl"
 
@@ -62,7 +62,7 @@ def test_verified_file_loads_whole_with_optional_fields_kept():
 
 
 def _git(cwd, *args):
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return git_out(cwd, *args, strip=False)
 
 
 def test_patch_changes_on_a_real_git_diff(tmp_path):

@@ -7,7 +7,6 @@ observation showed it, long English words grepped before identifiers, and a firs
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,23 +17,18 @@ from codegrep.env.tools import RepoToolEnvironment, ToolCall, ToolResult
 from codegrep.retrievers.scripted import first_calls, play
 from codegrep.rl.demos import discovery_kept, expert_task_demos, rejection_reason, task_order
 from codegrep.rl.rewards import rank_credit, score_episode
+from conftest import commit_all
 
 
 @pytest.fixture()
 def env(tmp_path: Path):
     root = tmp_path / "repo"
-    (root / "pkg" / "tests").mkdir(parents=True)
-    (root / "pkg" / "config.py").write_text("def parse_config(text):\n    return text.strip()\n")
-    (root / "pkg" / "cli.py").write_text("from pkg.config import parse_config\nparse_config(' x ')\n")
-    (root / "pkg" / "render.py").write_text("def render_table(rows):\n    return rows\n")
-    (root / "pkg" / "tests" / "test_config.py").write_text(
-        "from pkg.config import parse_config\n" + "assert parse_config('a')\n" * 5)
-    (root / "docs").mkdir()
-    (root / "docs" / "a_usage.rst").write_text("parse_config(text)\n" * 9)
-    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(git + ["-C", str(root), "add", "."], check=True)
-    subprocess.run(git + ["-C", str(root), "commit", "-qm", "init"], check=True)
+    commit_all(root, {
+        "pkg/config.py": "def parse_config(text):\n    return text.strip()\n",
+        "pkg/cli.py": "from pkg.config import parse_config\nparse_config(' x ')\n",
+        "pkg/render.py": "def render_table(rows):\n    return rows\n",
+        "pkg/tests/test_config.py": "from pkg.config import parse_config\n" + "assert parse_config('a')\n" * 5,
+        "docs/a_usage.rst": "parse_config(text)\n" * 9})
     environment = RepoToolEnvironment(root)
     yield environment
     environment.close()

@@ -13,6 +13,7 @@ import pytest
 
 from codegrep.data.tasks import Task
 from codegrep.downstream.verify import RECIPES, Verifier, VerifyConfig, grade, harness_test_paths, parse_log
+from conftest import git_out
 
 FAST = ["sympy__sympy-11618", "sympy__sympy-12481", "sympy__sympy-12489"]  # test files of ~15 s each
 
@@ -101,8 +102,7 @@ def test_gold_resolves_and_the_bare_base_does_not_on_three_sympy_instances(tmp_p
 
 
 def _git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True,
-                          capture_output=True, text=True).stdout
+    return git_out(repo, *args, strip=False)
 
 
 def _diff(repo, edits: dict[str, str]) -> str:
@@ -158,3 +158,17 @@ def test_local_verdict_mechanics_on_a_small_repository(tmp_path, monkeypatch):
     bad = v.verdict(task, agent.replace("return 1", "return 7"), "broken")
     assert bad.resolved is False and "does not apply" in bad.reason
     assert _git(repo, "worktree", "list").count("\n") == 1  # every worktree removed
+
+
+def test_verify_section_keys_are_checked_by_the_config_module_and_timeout_overrides():
+    """``codegrep downstream verify`` and the hint experiment build ``downstream.verify`` the one way
+    (``config_from_section`` -> ``codegrep.config.check_keys``), with the config module's wording."""
+    from codegrep.config import ConfigError
+    from codegrep.downstream.agents import config_from_section
+    from codegrep.downstream.verify import VerifyConfig
+
+    with pytest.raises(ConfigError, match=r"^downstream\.verify: unknown key 'timeot' \(did you mean 'timeout'\?\)"):
+        config_from_section({"verify": {"timeot": 5}}, "verify", VerifyConfig, "timeout")
+    assert config_from_section({"verify": {"timeout": 5}}, "verify", VerifyConfig, "timeout").timeout == 5
+    assert config_from_section({"verify": {"timeout": 5}}, "verify", VerifyConfig, "timeout", 7).timeout == 7
+    assert config_from_section({}, "verify", VerifyConfig, "timeout", None) == VerifyConfig()

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from codegrep.env.bench import synthetic_repo
-from codegrep.env.gitcmd import git
+from codegrep.data.gitcmd import git
 from codegrep.env.pool import WorktreePool
 
 

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from codegrep.env.bench import make_calls
-from codegrep.env.gitcmd import git
+from codegrep.data.gitcmd import git
 from codegrep.env.pool import WorktreePool
 from codegrep.env.tools import ToolCall, ToolConfig, open_snapshot
+from conftest import commit_all
 
-IDENT = ["-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgSign=false"]
 NEWLINE_NAME = b"odd\nname.py"
 LATIN1_NAME = b"caf\xe9.py"
 
@@ -51,10 +50,7 @@ def hostile_repo(base: Path) -> tuple[Path, str]:
     (work / os.fsdecode(LATIN1_NAME)).write_bytes(b"needle = 'latin-1 name'\n")
     os.symlink("deep/a/b/c/d/e.py", work / "link_in.py")
     os.symlink("/etc/passwd", work / "link_out")
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
-    subprocess.run(["git", "-C", str(work), "add", "-A", "-f"], check=True)
-    subprocess.run(["git", "-C", str(work), *IDENT, "commit", "-q", "-m", "hostile"], check=True)
-    return work / ".git", git(work, "rev-parse", "HEAD").decode().strip()
+    return work / ".git", commit_all(work, message="hostile", force=True)
 
 
 HOSTILE_CALLS = [

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -11,9 +10,9 @@ import pytest
 from codegrep.env.gitobjects import GitObjectEnvironment
 from codegrep.env.procs import run_capped
 from codegrep.env.tools import RepoToolEnvironment, ToolCall, ToolConfig, tool_schemas
+from conftest import commit_all
 
 SECRET = "TOPSECRET-7f3a"
-IDENT = ["-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgSign=false"]
 
 
 def make_repo(base: Path) -> tuple[Path, Path, str]:
@@ -43,11 +42,7 @@ def make_repo(base: Path) -> tuple[Path, Path, str]:
     os.symlink("../outside/secret.txt", work / "link_rel.txt")      # relative, outside
     os.symlink("../outside", work / "link_dir")                     # directory, outside
     os.symlink("src/app/core.py", work / "link_in.py")              # inside: allowed
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
-    subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(work), *IDENT, "commit", "-q", "-m", "init"], check=True)
-    sha = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    return work, work / ".git", sha
+    return work, work / ".git", commit_all(work)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from codegrep.data.tasks import Task
 from codegrep.mining.catm import aggregate, mine, mine_profile
 from codegrep.mining.inputs import embedded_dir, open_text
 from codegrep.mining.runner import MineOptions, mine_files
+from conftest import git_out as _git
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -93,10 +93,6 @@ def test_unknown_input_and_offline_hub_id(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(RuntimeError, match="offline"):
         list(mine(["nebius/SWE-agent-trajectories"]))
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def test_repos_check_paths_and_replay_demonstration_calls(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +12,7 @@ import pytest
 
 from codegrep.data.shipped import trajectory_dirs
 from codegrep.mining.formats import detect_format, minisweagent as msa, parse_row
+from conftest import commit_all
 
 
 def _shipped() -> list[Path]:
@@ -87,12 +87,7 @@ def run_2x(tmp_path_factory) -> dict:
     from minisweagent.environments.local import LocalEnvironment
 
     work = tmp_path_factory.mktemp("repo")
-    (work / "pkg").mkdir()
-    (work / "pkg" / "a.py").write_text("x = 1\n")
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
-    subprocess.run(["git", "-C", str(work), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
-                   check=True)
+    commit_all(work, {"pkg/a.py": "x = 1\n"}, message="x")
     script = [{"calls": ["grep -rn 'x =' pkg", "cat pkg/a.py"]},  # two tool calls in one turn
               {"calls": []},  # a FormatError: billed, nothing ran
               {"calls": ["sed -i 's/1/2/' pkg/a.py"]},

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from codegrep.serve.bench import server_parameters
 from codegrep.serve.mcp_server import TOOL_NAME
+from conftest import git_out as git
 
 CART = '''"""Shopping cart totals."""
 
@@ -34,11 +34,6 @@ SHIPPING_UNCOMMITTED = '''def estimate_freight_weight(parcel):
     return parcel.kg * 1.2
 '''
 DISCOUNT_QUERY = "apply_discount_code accepts expired coupons: the discount is applied even after the coupon expired"
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
-                          capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """Request checks and snapshots of the MCP server, in process, on real temporary git repositories."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,11 +8,7 @@ import pytest
 from codegrep.cli import main
 from codegrep.serve.live import RequestError, adhoc_task, open_snapshot, resolve_commit, resolve_repo
 from codegrep.serve.mcp_server import FileFinder, ServeConfig
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
-                          capture_output=True, text=True).stdout.strip()
+from conftest import git_out as git
 
 
 @pytest.fixture

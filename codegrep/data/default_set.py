@@ -92,11 +92,24 @@ class DefaultSet:
     """Directory of ``owner__name`` git repositories, usable as ``--repos``."""
 
 
-def _package_dir(pkg: SourcePackage) -> Path:
-    spec = importlib.util.find_spec(pkg.module)
+def package_dir(module: str) -> Path | None:
+    """The source directory of an installed package (None when it is not installed or not a package); the default
+    task set reads its sources, ``codegrep.env.bench`` commits them as a benchmark repository.
+
+    >>> package_dir("codegrep.data").name, package_dir("no_such_package_xyz"), package_dir("json.decoder")
+    ('data', None, None)
+    """
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"default task set: package {pkg.module!r} ({pkg.dist}) is not installed")
+        return None
     return Path(list(spec.submodule_search_locations)[0])
+
+
+def _package_dir(pkg: SourcePackage) -> Path:
+    src = package_dir(pkg.module)
+    if src is None:
+        raise RuntimeError(f"default task set: package {pkg.module!r} ({pkg.dist}) is not installed")
+    return src
 
 
 def _repo_name(pkg: SourcePackage) -> str:

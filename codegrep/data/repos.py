@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from codegrep.config import cache_dir
+from codegrep.data import gitcmd
 
 GITHUB_URL = "https://github.com/{repo}.git"
 FIXED_IDENTITY = {  # same author, committer and date => same commit SHA for the same tree
@@ -34,12 +35,10 @@ def is_offline() -> bool:
 
 def git(*args: str, cwd: str | os.PathLike | None = None, env: dict | None = None, timeout: float = 600,
         check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``git`` without prompts; a failure raises RuntimeError with git's message."""
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", **(env or {})}
-    proc = subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed (in {cwd or os.getcwd()}): {proc.stderr.strip()}")
-    return proc
+    """Run ``git`` without prompts (``codegrep.data.gitcmd.run``, text output); a failure raises RuntimeError
+    with git's message."""
+    return gitcmd.run(*args, cwd=cwd, env={**gitcmd.PROMPTLESS, **(env or {})}, timeout=timeout, text=True,
+                      check=check)
 
 
 def commit_snapshot(repo_dir: Path, files: dict[str, str], message: str) -> str:

@@ -225,11 +225,7 @@ def cmd_hint_experiment(args: argparse.Namespace, cfg: dict[str, Any], ds: dict[
                                    hcfg.distractor_retriever, cfg, resolver, hcfg.distractor_pool)
     verifier = None
     if hcfg.verify:
-        vals = dict(ds.get("verify") or {})
-        unknown = set(vals) - set(VerifyConfig.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"downstream.verify: unknown key(s) {sorted(unknown)}")
-        verifier = Verifier(VerifyConfig(**vals), resolver=resolver)
+        verifier = Verifier(config_from_section(ds, "verify", VerifyConfig, "timeout"), resolver=resolver)
     settings = {"agent": args.agent, "model": agent.config.model_name, "endpoint": agent.config.api_base,
                 "step_limit": agent.config.step_limit, "tasks": str(args.tasks)}
     rows = run_experiment(tasks, agent, hcfg, args.out, distractors, source, verifier, settings)
@@ -273,15 +269,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from codegrep.config import load_profile, section
     from codegrep.data.repos import RepoResolver
     from codegrep.data.tasks import load_tasks
+    from codegrep.downstream.agents import config_from_section
     from codegrep.downstream.verify import RECIPES, Verifier, VerifyConfig, patch_text
 
     ds = section(load_profile(args.profile, args.set), "downstream")
-    values = dict(ds.get("verify") or {})
-    unknown = set(values) - set(VerifyConfig.__dataclass_fields__)
-    if unknown:
-        raise ValueError(f"downstream.verify: unknown key(s) {sorted(unknown)}")
-    if args.timeout:
-        values["timeout"] = args.timeout
+    vcfg = config_from_section(ds, "verify", VerifyConfig, "timeout", args.timeout)  # --timeout overrides
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     if args.repos is None:
@@ -295,7 +287,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         tasks = [t for t in tasks if t.repo in RECIPES]
     if not tasks:
         raise ValueError(f"--tasks {args.tasks}: no task of a repository with a local recipe ({sorted(RECIPES)})")
-    verifier = Verifier(VerifyConfig(**values), resolver=RepoResolver(args.repos))
+    verifier = Verifier(vcfg, resolver=RepoResolver(args.repos))
     if args.patch:
         for t in tasks:  # read the patch file up front: a bad path is one line, before any test runs
             patch_text(t, args.patch)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from codegrep.data.gitcmd import detached_worktree
 from codegrep.data.tasks import Task
 from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
                                        resolved_from_report)
@@ -151,14 +151,8 @@ class MiniSweAgent:
         traj_path = out_dir / tag / f"{task.instance_id}.traj.json"
         git_dir = self._git_dir(task)
         with tempfile.TemporaryDirectory(prefix="codegrep-mini-") as tmp:
-            checkout = Path(tmp) / "repo"
-            subprocess.run(["git", "-C", str(git_dir), "worktree", "add", "--detach", "-f", str(checkout),
-                            task.base_commit], check=True, capture_output=True)
-            try:
+            with detached_worktree(git_dir, Path(tmp) / "repo", task.base_commit) as checkout:
                 seconds = self._run_agent(task, candidate_files, checkout, traj_path)
-            finally:
-                subprocess.run(["git", "-C", str(git_dir), "worktree", "remove", "--force", str(checkout)],
-                               capture_output=True)
         traj = json.loads(traj_path.read_text())
         report = load_report(self.config.report) if self.config.report else None
         result = result_from_trajectory(traj, report, candidate_files, str(traj_path), seconds, task.repo)

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from codegrep.data.gitcmd import detached_worktree, run as run_git
 from codegrep.data.tasks import Task
 from codegrep.errors import write_atomic
 
@@ -246,8 +247,7 @@ def patch_text(task: Task, patch: str) -> str:
 def _apply(worktree: Path, diff: str, what: str) -> str | None:
     if not diff.strip():
         return None
-    out = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=worktree, input=diff, text=True,
-                         capture_output=True)
+    out = run_git("apply", "--whitespace=nowarn", "-", cwd=worktree, input=diff, text=True, check=False)
     if out.returncode:
         out = subprocess.run(["patch", "-p1", "--batch", "--forward"], cwd=worktree, input=diff, text=True,
                              capture_output=True)  # the harness falls back to GNU patch too
@@ -299,14 +299,8 @@ class Verifier:
             return Verdict(task.instance_id, label, None, why, python=env.version)
         git_dir = self._git_dir(task)
         with tempfile.TemporaryDirectory(prefix="codegrep-verify-") as tmp:
-            wt = Path(tmp) / "repo"
-            subprocess.run(["git", "-C", str(git_dir), "worktree", "add", "--detach", "-f", str(wt), task.base_commit],
-                           check=True, capture_output=True)
-            try:
+            with detached_worktree(git_dir, Path(tmp) / "repo", task.base_commit) as wt:
                 return self._run_in(task, patch, label, env, wt)
-            finally:
-                subprocess.run(["git", "-C", str(git_dir), "worktree", "remove", "--force", str(wt)],
-                               capture_output=True)
 
     def _run_in(self, task: Task, patch: str, label: str, env: LocalTestEnv, wt: Path) -> Verdict:
         test_patch = task.extra["test_patch"]
@@ -314,7 +308,7 @@ class Verifier:
         if bad:  # an agent's patch that does not apply is a failed fix, as in the harness
             return Verdict(task.instance_id, label, False, bad, python=env.version)
         for path in harness_test_paths(test_patch):  # as the harness: test files back to base, then the test patch
-            if subprocess.run(["git", "checkout", "HEAD", "--", path], cwd=wt, capture_output=True).returncode:
+            if run_git("checkout", "HEAD", "--", path, cwd=wt, check=False).returncode:
                 (wt / path).unlink(missing_ok=True)  # not in base: a file the patch created at that path goes
         bad = _apply(wt, test_patch, "the test_patch")
         if bad:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,66 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from codegrep.env.gitcmd import git, resolve_commit
+from codegrep.data.bench_repos import package_repo, synthetic_repo
+from codegrep.data.gitcmd import git, resolve_commit, run as run_git
 from codegrep.env.blobstore import wait_background
 from codegrep.env.gitobjects import GitObjectEnvironment, forget_trees
 from codegrep.env.pool import WorktreePool
 from codegrep.env.tools import ToolCall, ToolConfig, open_snapshot
 
 METHODS = ("clone", "worktree", "pool", "objects")
-
-
-# ----------------------------------------------------------------------------- bench repositories
-def package_repo(dest: Path, package: str = "sympy", commits: int = 8) -> tuple[Path, str]:
-    """A bare repository of an installed package's source (sympy: ~1.6K files, the size of sphinx),
-    with ``commits`` small successive commits so groups can use distinct base commits."""
-    dest = Path(dest)
-    if (dest / "HEAD").exists():
-        return dest, resolve_commit(dest, "HEAD")
-    src = _package_dir(package)
-    with tempfile.TemporaryDirectory(prefix="codegrep-bench-") as tmp:
-        work = Path(tmp) / "w"
-        shutil.copytree(src, work / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
-        _commit_all(work, commits)
-        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(dest)], check=True)
-    return dest, resolve_commit(dest, "HEAD")
-
-
-def synthetic_repo(dest: Path, n_files: int = 200, commits: int = 4, seed: int = 0) -> tuple[Path, str]:
-    """A small bare repository of generated Python modules (for tests and the ci profile)."""
-    dest = Path(dest)
-    if (dest / "HEAD").exists():
-        return dest, resolve_commit(dest, "HEAD")
-    rng = random.Random(seed)
-    with tempfile.TemporaryDirectory(prefix="codegrep-synth-") as tmp:
-        work = Path(tmp) / "w"
-        for i in range(n_files):
-            path = work / f"pkg{i % 10}" / f"mod_{i}.py"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            body = [f"def func_{i}_{j}(x):\n    return x * {rng.randint(1, 99)}  # token_{rng.randint(0, 999)}\n"
-                    for j in range(20)]
-            path.write_text(f'"""Module {i}."""\nimport os\n\n' + "\n".join(body))
-        _commit_all(work, commits)
-        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(dest)], check=True)
-    return dest, resolve_commit(dest, "HEAD")
-
-
-def _commit_all(work: Path, commits: int) -> None:
-    ident = ["-c", "user.name=codegrep-bench", "-c", "user.email=bench@codegrep.invalid", "-c", "commit.gpgSign=false"]
-    subprocess.run(["git", "init", "-q", str(work)], check=True)
-    for c in range(max(1, commits)):
-        (work / "BENCH_REVISION").write_text(f"{c}\n")
-        subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
-        subprocess.run(["git", "-C", str(work), *ident, "commit", "-q", "-m", f"bench {c}"], check=True)
-
-
-def _package_dir(package: str) -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"package {package!r} is not installed; pass --repo GIT_DIR --commit SHA")
-    return Path(list(spec.submodule_search_locations)[0])
 
 
 def default_bench_repo() -> tuple[Path, str]:
@@ -152,8 +99,8 @@ def _acquire_once(method: str, git_dir: Path, sha: str, scratch: Path, pool: Wor
     t0 = time.perf_counter()
     if method == "clone":
         dest = scratch / f"clone-{i}"
-        subprocess.run(["git", "clone", "-q", "--no-checkout", str(git_dir), str(dest)], check=True)
-        subprocess.run(["git", "-C", str(dest), "checkout", "-q", "--detach", sha], check=True)
+        run_git("clone", "-q", "--no-checkout", str(git_dir), str(dest))
+        git(dest, "checkout", "-q", "--detach", sha)
         size = _disk_bytes(dest)
         shutil.rmtree(dest)
     elif method == "worktree":

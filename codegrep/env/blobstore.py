@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from codegrep.data.gitcmd import cat_file_batch
+
 _STORES: dict[tuple[str, str], "BlobStore"] = {}
 _STORES_LOCK = threading.Lock()
 _BACKGROUND: list[threading.Thread] = []
@@ -132,8 +134,7 @@ class BlobStore:
     def _write(self, shas: list[str]) -> int:
         if not shas:
             return 0
-        proc = subprocess.Popen(["git", "-C", str(self.git_dir), "cat-file", "--batch"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        proc = cat_file_batch(self.git_dir, quiet=True)
         feeder = threading.Thread(target=self._feed, args=(proc, shas), daemon=True)
         feeder.start()
         suffix = f".tmp{os.getpid()}.{threading.get_ident()}"

@@ -19,7 +19,7 @@ from codegrep.env.base import Listing, ToolEnvironmentBase
 from codegrep.env.blobstore import BlobStore, store_for
 from codegrep.env.config import ToolConfig
 from codegrep.env.contract import ToolError
-from codegrep.env.gitcmd import git, resolve_commit
+from codegrep.data.gitcmd import cat_file_batch, git, resolve_commit
 from codegrep.env.sandbox import SandboxError
 
 _LINK = "120000"
@@ -100,8 +100,7 @@ class GitObjectEnvironment(ToolEnvironmentBase):
     def _cat(self, sha: str) -> bytes:
         with self._batch_lock:
             if self._batch is None:
-                self._batch = subprocess.Popen(["git", "-C", str(self.git_dir), "cat-file", "--batch"],
-                                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                self._batch = cat_file_batch(self.git_dir)
             self._batch.stdin.write(sha.encode() + b"\n")
             self._batch.stdin.flush()
             header = self._batch.stdout.readline().split()

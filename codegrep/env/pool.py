@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from codegrep.env.gitcmd import git, resolve_commit
+from codegrep.data.gitcmd import git, resolve_commit
 from codegrep.errors import write_atomic
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Layering (no cycles): ``contract`` (names, value types) <- ``schema``, ``arguments``, ``config`` <- ``base``
 (the shared repository view) <- ``workdir`` (a directory) and ``gitobjects`` (checkout-free) <- this module
-(the wiring). ``pool`` and ``blobstore`` only need ``gitcmd``.
+(the wiring). ``pool`` and ``blobstore`` only need ``codegrep.data.gitcmd``.
 """
 from __future__ import annotations
 

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.mining.runner import MineOptions, mine_files
+from codegrep.paper import PAPER_REFERENCE
 
-PAPER_TRAJECTORIES = 67_000
+PAPER_TRAJECTORIES = PAPER_REFERENCE["mining.n_trajectories"]  # the paper's corpus size (reference: the scale)
 TARGET_SECONDS = 120.0
 TARGET_RSS_MB = 1024.0
 

@@ -8,37 +8,10 @@ from typing import Any
 
 from codegrep.agent.protocol import AgentConfig, build_messages, format_observation, turn_note
 from codegrep.env.tools import ToolCall, ToolResult
-from codegrep.mining.events import Event, in_repo
+from codegrep.mining.events import Event, event_call
 from codegrep.mining.records import SupervisionRecord
-from codegrep.mining.targets import is_artifact
 
 PLACEHOLDER = "[observation not recorded: mined without a repository; pass --repos to replay the calls]"
-
-
-def event_call(event: Event) -> ToolCall | None:
-    """The grep/glob/read call standing for one exploration event (None for the rest).
-
-    >>> event_call(Event("search", path="pkg", pattern="def foo"))
-    ToolCall(name='grep', arguments={'pattern': 'def foo', 'path': 'pkg'})
-    >>> event_call(Event("find", path="", pattern="*.py")).arguments, event_call(Event("view", path="a.py", lines=(5, -1))).arguments
-    ({'pattern': '**/*.py'}, {'path': 'a.py', 'start_line': 5})
-    """
-    scope = {"path": event.path} if event.path else {}
-    if event.kind == "search" and event.pattern and (event.path == "" or in_repo(event.path)):
-        return ToolCall("grep", {"pattern": event.pattern, **scope})
-    if event.kind == "find" and (event.path == "" or in_repo(event.path)):
-        pattern = event.pattern or "*"
-        return ToolCall("glob", {"pattern": pattern if "/" in pattern else f"**/{pattern}", **scope})
-    if event.kind == "list" and (event.path == "" or in_repo(event.path)):
-        return ToolCall("glob", {"pattern": "*", **scope})
-    if event.kind == "view" and in_repo(event.path) and not is_artifact(event.path):
-        args: dict[str, Any] = {"path": event.path}
-        if event.lines:
-            args["start_line"] = event.lines[0]
-            if event.lines[1] > 0:
-                args["end_line"] = event.lines[1]
-        return ToolCall("read", args)
-    return None
 
 
 def exploration_calls(events: list[Event], record: SupervisionRecord, limit: int) -> list[ToolCall]:

@@ -5,7 +5,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from codegrep.env.contract import ToolCall
 from codegrep.metrics import normalize_path
+from codegrep.mining.targets import is_artifact
 
 _SANDBOX_ROOT = re.compile(r"^/(testbed|repo|app|workspace/[^/]+)/?$")  # the checkout itself
 EVENT_KINDS = ("view", "search", "find", "list", "edit", "create", "delete", "run")
@@ -62,3 +64,43 @@ def in_repo(path: str | None) -> bool:
     (True, False, False, False)
     """
     return bool(path) and not path.startswith("/") and not path.startswith("../") and path != ".."
+
+
+def event_call(event: Event, *, default_glob: str | None = "*", skip_artifacts: bool = True) -> ToolCall | None:
+    """The grep/glob/read call standing for one exploration event (None for the rest): the one mapping used by
+    the demonstrations (``codegrep.mining.demos``) and the recorded-run converter (``codegrep.mining.explore``).
+
+    The two callers differ in two explicit ways. ``default_glob``: the pattern a ``find`` without a name stands for
+    (demonstrations: ``*``, any file); None maps it to no call (the converter must rebuild the live tool's answer
+    from the recorded output, so it needs the name glob the command used). ``skip_artifacts``: a view of a build or
+    run artifact (``is_artifact``) is no call (demonstrations replay reads against a clean checkout, where it does
+    not exist); the converter keeps it, since the recorded output shows what the file held.
+
+    >>> event_call(Event("search", path="pkg", pattern="def foo"))
+    ToolCall(name='grep', arguments={'pattern': 'def foo', 'path': 'pkg'})
+    >>> event_call(Event("find", path="", pattern="*.py")).arguments, event_call(Event("view", path="a.py", lines=(5, -1))).arguments
+    ({'pattern': '**/*.py'}, {'path': 'a.py', 'start_line': 5})
+    >>> event_call(Event("find", path="pkg")).arguments, event_call(Event("find", path="pkg"), default_glob=None)
+    ({'pattern': '**/*', 'path': 'pkg'}, None)
+    >>> event_call(Event("view", path="a.py.orig")), event_call(Event("view", path="a.py.orig"), skip_artifacts=False)
+    (None, ToolCall(name='read', arguments={'path': 'a.py.orig'}))
+    >>> event_call(Event("list", path="pkg")).arguments, event_call(Event("edit", path="a.py"))
+    ({'pattern': '*', 'path': 'pkg'}, None)
+    """
+    scope = {"path": event.path} if event.path else {}
+    in_scope = event.path == "" or in_repo(event.path)
+    if event.kind == "search" and event.pattern and in_scope:
+        return ToolCall("grep", {"pattern": event.pattern, **scope})
+    if event.kind == "find" and in_scope and (event.pattern or default_glob):
+        pattern = event.pattern or default_glob or ""
+        return ToolCall("glob", {"pattern": pattern if "/" in pattern else f"**/{pattern}", **scope})
+    if event.kind == "list" and in_scope:
+        return ToolCall("glob", {"pattern": "*", **scope})
+    if event.kind == "view" and in_repo(event.path) and not (skip_artifacts and is_artifact(event.path)):
+        args: dict[str, Any] = {"path": event.path}
+        if event.lines:
+            args["start_line"] = event.lines[0]
+            if event.lines[1] > 0:
+                args["end_line"] = event.lines[1]
+        return ToolCall("read", args)
+    return None

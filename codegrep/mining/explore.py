@@ -37,7 +37,7 @@ from typing import Any, Iterable, Sequence
 from codegrep.agent.protocol import AgentConfig, build_messages, format_observation, turn_note
 from codegrep.env import textops
 from codegrep.env.tools import ToolCall, ToolConfig
-from codegrep.mining.events import Event, in_repo, repo_path
+from codegrep.mining.events import event_call, in_repo, repo_path
 from codegrep.mining.shell import parse_shell, strip_heredocs, tokenize
 
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -215,23 +215,6 @@ def _head_count(stages: list[list[str]]) -> int:
     return min(counts) if counts else 10 ** 9
 
 
-def _event_call(event: Event) -> ToolCall | None:
-    scope = {"path": event.path} if event.path else {}
-    if event.kind == "search" and event.pattern and (event.path == "" or in_repo(event.path)):
-        return ToolCall("grep", {"pattern": event.pattern, **scope})
-    if event.kind == "find" and (event.path == "" or in_repo(event.path)) and event.pattern:
-        pattern = event.pattern
-        return ToolCall("glob", {"pattern": pattern if "/" in pattern else f"**/{pattern}", **scope})
-    if event.kind == "view" and in_repo(event.path):
-        args: dict[str, Any] = {"path": event.path}
-        if event.lines:
-            args["start_line"] = event.lines[0]
-            if event.lines[1] > 0:
-                args["end_line"] = event.lines[1]
-        return ToolCall("read", args)
-    return None
-
-
 def _grep_output(text: str, scope: str, tools: ToolConfig, cut: bool) -> tuple[str, bool] | None:
     """The live tool's ``path:line:text`` lines, sorted by path; None when a recorded line has no line number
     (``grep`` without ``-n``, ``-l``, ``-c``): the live answer cannot be rebuilt from it."""
@@ -310,7 +293,7 @@ def convert_command(command: str, observation: str, root: str = "/testbed",
     elif event.kind == "find" and (set(stages[0]) & {"-not", "!", "-o", "-or", "-path", "-regex", "-exec"}
                                    or not set(stages[0]) & {"-name", "-iname"}):
         return None, "find-not-a-name-glob", False
-    call = _event_call(event)
+    call = event_call(event, default_glob=None, skip_artifacts=False)  # see event_call: what differs and why
     if call is None:
         return None, f"{event.kind}-outside-repository", False
     if set(call.arguments.get("path", "")) & set("*?[{"):

@@ -14,9 +14,7 @@ whose turns are real generate calls of that model.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
-import shutil
 import statistics
 import tempfile
 import time
@@ -26,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from codegrep.data.bench_repos import python_files_dir
 from codegrep.retrievers.corpus import list_files, read_text, tokenize
 
 SOURCE_MODULES = ("transformers", "sympy", "pandas", "torch")
@@ -36,23 +35,9 @@ QUERIES = ("attention mask is ignored when padding side is left", "tokenizer fai
 
 
 def make_bench_repo(n_files: int, dest: Path) -> Path:
-    """Copy the first ``n_files`` ``.py`` files (sorted) of installed packages into ``dest``."""
-    copied = 0
-    for module in SOURCE_MODULES:
-        spec = importlib.util.find_spec(module)
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        root = Path(list(spec.submodule_search_locations)[0])
-        for path in sorted(root.rglob("*.py")):
-            if copied >= n_files:
-                return dest
-            if "__pycache__" in path.parts or path.stat().st_size > 500_000:
-                continue
-            target = dest / module / path.relative_to(root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-            copied += 1
-    if copied == 0:
+    """Copy the first ``n_files`` ``.py`` files (sorted) of installed packages into ``dest``
+    (``codegrep.data.bench_repos.python_files_dir`` over ``SOURCE_MODULES``)."""
+    if python_files_dir(n_files, dest, SOURCE_MODULES) == 0:
         raise RuntimeError(f"bench retrieve: none of {SOURCE_MODULES} is installed to build a repository from")
     return dest
 

@@ -29,13 +29,16 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from codegrep.artifacts import runs_dir
+from codegrep.paper import PAPER_REFERENCE
 from codegrep.rl.advantages import advantage_parts, tied_groups
 from codegrep.rl.paired import endpoint
 from codegrep.rl.run import parse_train_args, train, train_config_path
 from codegrep.rl.training_stage import main_run_dir, metrics_frame
 from codegrep.errors import atomic_write, write_atomic
 
-PAPER_KL_RATIO = 1 / 3  # the paper: advantage-layer KL drift is "about a third" of the reward layer's
+# The paper: advantage-layer KL drift is "about a third" of the reward layer's (a labelled reference, never a result).
+PAPER_KL_RATIO = PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]
 MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the run itself
     "name", "out", "resume", "warm_start_dir", "save_final_model", "kl_probe_set", "kl_probe_every",
     "log_update_norm", "record_groups", "eval_tasks", "curve_eval_tasks", "lambda_grid", "output_dir", "logging_dir", "save_strategy",
@@ -52,7 +55,9 @@ def _main_turns(cfg: dict[str, Any], cg: Any) -> int:
 
 
 def _runs_dir(artifacts: str | Path | None, cg: Any) -> Path:
-    return Path(artifacts) / "train" if artifacts is not None else Path(cg.out)
+    """``codegrep.artifacts.runs_dir`` for a parsed training config: kept only because notebook 04 calls this
+    name (``ab._runs_dir``); the notebook should call ``codegrep.artifacts.runs_dir(artifacts_dir, cg.out)``."""
+    return runs_dir(artifacts, cg.out)
 
 
 def _key(obj: Any) -> str:
@@ -107,7 +112,7 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     """
     config = _train_config(cfg, train_config)
     cg, grpo = parse_train_args(config)
-    root = _runs_dir(artifacts, cg)
+    root = runs_dir(artifacts, cg.out)
     over = design_overrides(cg, grpo, _main_turns(cfg, cg))
     k = max(int(cg.ablation_screen_samples), 2)
     screen_over = {**over, "profile": cfg["_source"], "efficiency_layer": "none", "kl_probe": False,
@@ -272,7 +277,7 @@ def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train
     (one row per run and step) with ``layer``, ``lam``, ``seed``, ``run`` and ``reused_main_run``."""
     config = _train_config(cfg, train_config)
     cg, grpo = parse_train_args(config)
-    root = _runs_dir(artifacts, cg)
+    root = runs_dir(artifacts, cg.out)
     runs = root / "ablation"
     screen = screen_pool(cfg, artifacts, config)
     frames, design = [], design_overrides(cg, grpo, _main_turns(cfg, cg))

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -184,14 +183,9 @@ def cpu_info() -> dict[str, Any]:
 
 def git_commit(root: Path | None = None) -> str:
     """HEAD of the checkout holding codegrep, ``-dirty`` when tracked files differ."""
-    root = root or Path(__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    from codegrep.data.gitcmd import checkout_commit
+
+    return checkout_commit(root or Path(__file__).resolve().parents[2], "-dirty")
 
 
 # --- the study -----------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from codegrep.artifacts import runs_dir
 from codegrep.rl.run import parse_train_args, train, train_config_path
 from codegrep.rl.trainer import read_metrics
 
@@ -29,14 +30,10 @@ COLUMNS = {"acc@1": "p_at_1", "precision": "precision", "recall": "recall", "f0.
 """Per-instance harness columns -> the names this stage reports (P@1 = a gold file ranked first)."""
 
 
-def _runs_dir(artifacts: str | Path | None, cg: Any) -> Path:
-    return Path(artifacts) / "train" if artifacts is not None else Path(cg.out)
-
-
 def main_run_dir(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
     """Where the profile's main training run lives, whether or not it has been trained."""
     cg, grpo = parse_train_args(train_config_path(cfg["_source"]))
-    return _runs_dir(artifacts, cg) / cg.run_name(grpo.seed)
+    return runs_dir(artifacts, cg.out) / cg.run_name(grpo.seed)
 
 
 def main_run(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
@@ -297,7 +294,7 @@ def data_ablation(cfg: dict[str, Any], artifacts: str | Path, limit: int | None 
     from codegrep.rl.run import episode_config, evaluation_ids_of, initial_policy
 
     cg, grpo = parse_train_args(train_config_path(cfg["_source"]), {"profile": cfg["_source"]})
-    cg.warm_start_dir = cg.warm_start_dir or str(_runs_dir(artifacts, cg) / "_warm_start")
+    cg.warm_start_dir = cg.warm_start_dir or str(runs_dir(artifacts, cg.out) / "_warm_start")
     profile = load_profile(cg.profile) if cg.profile != cfg["_source"] else cfg
     env_sec = section(profile, "env")
     train_tasks, train_resolver = profile_tasks(profile, split="train", limit=cg.train_tasks)

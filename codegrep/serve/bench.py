@@ -13,22 +13,20 @@ import asyncio
 import os
 import random
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import sysconfig
 import time
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from codegrep.config import cache_dir
+from codegrep.data.bench_repos import stdlib_repository as bench_repository
+from codegrep.data.gitcmd import run as run_git
 from codegrep.serve.mcp_server import TOOL_NAME, FileFinder, ServeConfig
 
 BUDGET_SECONDS = 1.0  # the issue's latency budget for grep-heuristic on a 2K-file repository
-_SKIP_PARTS = {"site-packages", "__pycache__", ".git"}
 _DEF = re.compile(r"^\s*def ([A-Za-z][A-Za-z0-9_]{9,40})\(", re.MULTILINE)
 PASSED_ENV = ("CODEGREP_CACHE", "CODEGREP_RG", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "PYTHONPATH")
 
@@ -42,38 +40,6 @@ def server_parameters(repo: Path | None, retriever: str = "grep-heuristic", *ext
         args += ["--repo", str(repo)]
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     return StdioServerParameters(command=sys.executable, args=args, env=env)
-
-
-def _source_files(src: Path, n_files: int) -> list[Path]:
-    """Up to ``n_files`` text files of ``src``: all ``.py`` first, then other small files, sorted."""
-    files = [p for p in sorted(src.rglob("*")) if p.is_file() and not p.is_symlink()
-             and not _SKIP_PARTS.intersection(p.relative_to(src).parts) and p.stat().st_size < 500_000
-             and p.suffix not in {".pyc", ".so", ".pem", ".au", ".aiff", ".wav", ".gz", ".zip", ".bz2", ".xz"}]
-    return sorted(files, key=lambda p: (p.suffix != ".py", str(p)))[:n_files]
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@codegrep", *args],
-                   cwd=repo, check=True, capture_output=True)
-
-
-def bench_repository(n_files: int = 2000) -> Path:
-    """The cached git repository of ``n_files`` standard-library files (built once per Python version)."""
-    src = Path(sysconfig.get_paths()["stdlib"])
-    repo = cache_dir() / "bench" / f"mcp-stdlib-py{sys.version_info.major}.{sys.version_info.minor}-{n_files}"
-    if (repo / ".git" / "codegrep-complete").exists():
-        return repo
-    shutil.rmtree(repo, ignore_errors=True)
-    files = _source_files(src, n_files)
-    for path in tqdm(files, desc="bench repo", unit="file", file=sys.stderr):
-        dest = repo / "Lib" / path.relative_to(src)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", f"{len(files)} files of the Python {sys.version.split()[0]} standard library")
-    (repo / ".git" / "codegrep-complete").write_text(str(len(files)))
-    return repo
 
 
 def synthetic_queries(repo: Path, n: int, seed: int = 0) -> list[tuple[str, str]]:
@@ -167,8 +133,7 @@ def bench_mcp(n_files: int = 2000, n_queries: int = 20, retriever: str = "grep-h
     """Run the benchmark and return one JSON-able dict (latencies in seconds, ratios, budget verdict)."""
     load_start = os.getloadavg()[0]
     repo = Path(repo).resolve() if repo else bench_repository(n_files)
-    n_repo_files = int(subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True)
-                       .stdout.count("\n"))
+    n_repo_files = int(run_git("ls-files", cwd=repo, text=True, check=False).stdout.count("\n"))
     queries = synthetic_queries(repo, n_queries, seed)
     if not queries:
         raise RuntimeError(f"no function definitions found under {repo} to build queries from")

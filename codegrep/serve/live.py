@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from codegrep.data.gitcmd import run as run_git
 from codegrep.data.tasks import Task
 
 WORKTREE = "WORKTREE"  # base_commit label of a request on the live (possibly uncommitted) tree
@@ -39,7 +40,7 @@ class Snapshot:
 def _git(cwd: Path, *args: str) -> str | None:
     """Output of a git command in ``cwd``, or None when it fails (not a repo, unknown rev)."""
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+        done = run_git(*args, cwd=cwd, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None

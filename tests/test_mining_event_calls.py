@@ -1,0 +1,63 @@
+"""One event -> tool-call mapping (``codegrep.mining.events.event_call``) for both of its callers, the
+demonstrations (``mining.demos``) and the recorded-run converter (``mining.explore``), checked on the shipped
+trajectories (issue 26). The pinned digests were computed with the two separate functions this one replaced
+(``demos.event_call`` and ``explore._event_call`` at 0bf497c): both callers' outputs are byte-identical."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from codegrep.data.shipped import trajectory_dirs
+from codegrep.mining import explore
+from codegrep.mining.events import event_call
+from codegrep.mining.formats import minisweagent as msa, parse_row
+from codegrep.mining.targets import is_artifact
+
+SAMPLES = Path(__file__).resolve().parent.parent / "codegrep" / "resources" / "trajectories" / "format-samples"
+CONVERTER = {"default_glob": None, "skip_artifacts": False}  # what convert_command passes
+
+
+def _digest(items) -> str:
+    return hashlib.sha256("\n".join(repr(x) for x in items).encode()).hexdigest()[:16]
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """(events of every shipped run and format sample, converter output of every shipped run)."""
+    files = [f for d in trajectory_dirs() for f in sorted(d.glob("*.traj.json.gz"))]
+    assert len(files) == 400, "the shipped real runs are missing"
+    events, converted = [], []
+    for f in files:
+        run = msa.read(msa.load(f), str(f))
+        events += run.events()
+        converted += explore.convert_steps(run)
+    for f in sorted(SAMPLES.glob("*.gz")):
+        data = json.load(gzip.open(f))
+        for row in data if isinstance(data, list) else [data]:
+            events += parse_row(row, source=str(f)).events
+    return events, converted
+
+
+def test_both_callers_outputs_are_unchanged_on_the_shipped_data(shipped):
+    events, converted = shipped
+    demo = [event_call(e) for e in events]
+    conv = [event_call(e, **CONVERTER) for e in events if e.kind in ("search", "find", "view")]
+    assert (len(events), sum(c is not None for c in demo), sum(c is not None for c in conv)) == (18460, 7280, 6389)
+    assert _digest(demo) == "9d84266cc8d4fc1c"
+    assert _digest(conv) == "e6d9f7f511525daf"
+    assert (len(converted), _digest(converted)) == (4640, "edd7ea8c11bfbdb3")
+
+
+def test_the_callers_differ_only_by_the_explicit_parameters(shipped):
+    events, _ = shipped
+    differing = 0
+    for e in events:
+        a, b = event_call(e), event_call(e, **CONVERTER)
+        if a != b:
+            differing += 1
+            assert (e.kind == "find" and not e.pattern) or (e.kind == "view" and is_artifact(e.path)), e
+    assert differing > 0  # the shipped data exercises the difference, so the parameters are not dead
