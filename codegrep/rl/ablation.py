@@ -54,12 +54,6 @@ def _main_turns(cfg: dict[str, Any], cg: Any) -> int:
     return episode_config(cfg, cg)[0].max_turns
 
 
-def _runs_dir(artifacts: str | Path | None, cg: Any) -> Path:
-    """``codegrep.artifacts.runs_dir`` for a parsed training config: kept only because notebook 04 calls this
-    name (``ab._runs_dir``); the notebook should call ``codegrep.artifacts.runs_dir(artifacts_dir, cg.out)``."""
-    return runs_dir(artifacts, cg.out)
-
-
 def _key(obj: Any) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
