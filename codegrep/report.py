@@ -23,7 +23,7 @@ from typing import Any
 from codegrep.claims import Results, markdown_table, summary_rows
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.report_tables import CAPTIONS, agent_vs_bm25_figure, downstream_table, precision_table
-from codegrep.errors import write_atomic
+from codegrep.errors import UserError, write_atomic
 
 KINDS = {"run": "measured", "measured": "measured", "model": "MODEL", "fit": "FIT", "simulation": "SIMULATION"}
 """How the report marks what produced a number (the same words as ``codegrep.plots.SOURCES``)."""
@@ -289,6 +289,9 @@ def _markdown(rows: list[dict[str, str]], run: dict[str, Any], figures_dir: Path
 def build_report(artifacts: Path, figures: Path | None = None) -> tuple[Path, Path]:
     """Write ``report.md`` (figures linked) and ``report.html`` (figures embedded) from the artifacts of a run."""
     artifacts = Path(artifacts)
+    if not artifacts.is_dir():
+        raise UserError(f"--artifacts {artifacts}: not a directory (a run's artifacts, e.g. artifacts/ after "
+                        "`codegrep reproduce`)")
     figures = Path(figures) if figures is not None else artifacts.parent / "figures"
     run_path = artifacts / "run.json"
     run = json.loads(run_path.read_text()) if run_path.is_file() else {}
