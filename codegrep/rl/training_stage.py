@@ -394,6 +394,23 @@ def headline(evaluation: pd.DataFrame, steps: pd.DataFrame, run_dir: str | Path,
     return out
 
 
+def headline_reasons(numbers: dict[str, Any]) -> dict[str, str]:
+    """Why a headline number of notebook 03 is empty (None/NaN) in this run, so no blank goes unexplained.
+
+    >>> headline_reasons({"precision_at_agent_size_bm25": float("nan"), "precision_agent": 0.0, "p_at_1_agent": 0.0})
+    {'precision_at_agent_size_bm25': "the trained agent submitted no file on any evaluated instance, so BM25 cut at the agent's set size (0 files) has no precision"}
+    >>> headline_reasons({"precision_at_agent_size_bm25": 0.5})
+    {}
+    """
+    reasons = {}
+    value = numbers.get("precision_at_agent_size_bm25")
+    if value is None or (isinstance(value, float) and value != value):
+        reasons["precision_at_agent_size_bm25"] = (
+            "the trained agent submitted no file on any evaluated instance, so BM25 cut at the agent's set size "
+            "(0 files) has no precision")
+    return reasons
+
+
 def conclusion(evaluation: pd.DataFrame, outcomes: pd.DataFrame, ceiling_numbers: dict[str, float]) -> str:
     """What the run showed, in sentences computed from its numbers: the agent against the grep heuristic and
     BM25 (the issue-27 goal), the stages, the wins and losses, and the ceiling the protocol allows."""
