@@ -50,3 +50,15 @@ def quiet() -> None:
         pass
     for name in ("transformers", "datasets", "papermill", "httpx", "accelerate", "trl", "sentence_transformers"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def show_bar(progress: bool) -> bool:
+    """Whether a progress bar asked for with ``progress`` is drawn: not when ``TQDM_DISABLE`` is set (the headless
+    notebook kernels of ``codegrep reproduce`` set it; tqdm's own default does not reach a bar that passes
+    ``disable`` explicitly, so such a bar passes ``disable=not show_bar(progress)``).
+
+    >>> import os; os.environ.pop("TQDM_DISABLE", None) and None
+    >>> show_bar(True), show_bar(False)
+    (True, False)
+    """
+    return bool(progress) and not os.environ.get("TQDM_DISABLE")

@@ -153,7 +153,7 @@ REQUIRED: dict[str, dict[str, Spec]] = {
         "p_at_1_agent": PROB, "p_at_1_bm25": PROB, "p_at_1_diff": Spec(-1.0, 1.0),
         "p_at_1_diff_lo": Spec(-1.0, 1.0), "p_at_1_diff_hi": Spec(-1.0, 1.0), "n_eval_instances": COUNT,
         "p_at_1_grep_heuristic": PROB, "n_eval_warm_start": COUNT, "n_eval_grpo": COUNT,
-        "precision_agent": PROB, "precision_at_agent_size_bm25": PROB,
+        "precision_agent": PROB, "precision_at_agent_size_bm25": Spec(0.0, 1.0, nullable=True),  # empty when the agent never submits (reason recorded)
         "ceiling_p_at_1_copier": PROB, "ceiling_p_at_1_copier_paper_tools": PROB, "ceiling_p_at_1_gold_shown": PROB,
         "ceiling_p_at_1_grep_heuristic_train": PROB, "ceiling_n_train_tasks": COUNT,
     },

@@ -30,6 +30,7 @@ import numpy as np
 
 from codegrep.data.tasks import Task
 from codegrep.errors import write_atomic, write_errors
+from codegrep.quiet import show_bar
 
 NO_HINT = "none"
 
@@ -240,7 +241,7 @@ def run_experiment(tasks: Sequence[Task], agent: Any, config: HintExperimentConf
     todo = [p for p in pending(plan, read_jsonl(results_path), config.retry_failed) if p["instance_id"] in by_id]
     # an append-only log (one complete line per finished row, flushed): a resumed run continues it
     with write_errors(results_path), results_path.open("a") as fh:
-        for row in tqdm(todo, desc="hint experiment", disable=not progress):
+        for row in tqdm(todo, desc="hint experiment", disable=not show_bar(progress)):
             res = run_one(agent, by_id[row["instance_id"]], row, verifier if config.verify else None)
             fh.write(json.dumps(res) + "\n")
             fh.flush()

@@ -17,6 +17,7 @@ import numpy as np
 from codegrep.downstream.agents import DownstreamResult
 from codegrep.errors import atomic_write
 from codegrep.metrics import bootstrap_ci, dedupe, paired_bootstrap_diff
+from codegrep.quiet import show_bar
 
 
 def load_candidates(path: str | Path) -> dict[str, list[str]]:
@@ -54,7 +55,7 @@ def run_downstream(tasks: Sequence[Any], agent: Any, candidates: dict[str, list[
     results = []
     # the results file appears whole when the run ends (a killed run leaves the previous file as it was)
     with (atomic_write(out_path, "w") if out_path else contextlib.nullcontext()) as fh:
-        for task in tqdm(runnable, desc=f"downstream {agent.name}", disable=not progress):
+        for task in tqdm(runnable, desc=f"downstream {agent.name}", disable=not show_bar(progress)):
             files = None if candidates is None else candidates.get(task.instance_id, [])
             res = agent.run(task, files)
             res.repo = res.repo or getattr(task, "repo", "")

@@ -26,6 +26,7 @@ from codegrep.env.blobstore import wait_background
 from codegrep.env.gitobjects import GitObjectEnvironment, forget_trees
 from codegrep.env.pool import WorktreePool
 from codegrep.env.tools import ToolCall, ToolConfig, open_snapshot
+from codegrep.quiet import show_bar
 
 METHODS = ("clone", "worktree", "pool", "objects")
 
@@ -137,7 +138,7 @@ def acquisition_costs(git_dir: Path, commits: list[str], samples: int, pool: Wor
     rows = []
     with tempfile.TemporaryDirectory(prefix="codegrep-acq-") as tmp:
         todo = [(m, i) for m in methods for i in range(samples)]
-        for method, i in tqdm(todo, desc="acquisition", disable=not progress, leave=False):
+        for method, i in tqdm(todo, desc="acquisition", disable=not show_bar(progress), leave=False):
             seconds, size, work = _acquire_once(method, Path(git_dir), commits[i % len(commits)], Path(tmp), pool, i)
             rows.append({"method": method, "phase": "cold", "seconds": seconds, "bytes": size,
                          "work_seconds": work})
@@ -245,7 +246,7 @@ def run_rollouts(git_dir: Path, commits: list[str], mode: str, rollouts: int, gr
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as ex:
         futures = [ex.submit(rollout, r) for r in range(rollouts)]
-        for fut in tqdm(futures, desc=f"rollouts ({mode}, x{concurrency})", disable=not progress, leave=False):
+        for fut in tqdm(futures, desc=f"rollouts ({mode}, x{concurrency})", disable=not show_bar(progress), leave=False):
             try:
                 fut.result()
             except Exception as exc:  # counted, reported, never hidden

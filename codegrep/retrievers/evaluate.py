@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -23,6 +22,7 @@ from codegrep import Retriever
 from codegrep.data.tasks import Task
 from codegrep.metrics import acc_at_k, bootstrap_ci, dedupe, instance_metrics, macro_average, paired_bootstrap_diff
 from codegrep.retrievers.base import Retrieval
+from codegrep.quiet import show_bar
 
 RANKED_N = 20
 """Length of the ranking stored in each row (enough for Acc@k curves up to 20)."""
@@ -303,7 +303,7 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
         kept = f"; {out_path} is as it was, and the rows computed so far are kept for the next run to resume"
         with write_errors(out_path, kept), partial.open("a", encoding="utf-8") as fh, \
                 tqdm(total=len(todo), desc=f"evaluate {retriever.name}",
-                     disable=not progress or bool(os.environ.get("TQDM_DISABLE"))) as bar:
+                     disable=not show_bar(progress)) as bar:
             def record(row: dict[str, Any]) -> None:
                 with lock:
                     fh.write(json.dumps(row, default=str) + "\n")

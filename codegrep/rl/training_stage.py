@@ -18,6 +18,7 @@ import pandas as pd
 from codegrep.artifacts import runs_dir
 from codegrep.rl.run import parse_train_args, train, train_config_path
 from codegrep.rl.trainer import read_metrics
+from codegrep.quiet import show_bar
 
 POLICIES = ("untrained", "warm start", "GRPO")
 """The trained agent's curve: before SFT, after SFT (warm start), after GRPO."""
@@ -108,7 +109,7 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
         pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
         size = max(1, int(spec.get("batch_size") or 8))
         episodes_dir = out_path.with_suffix("")
-        bar = tqdm(total=len(todo), desc=f"agent {Path(str(model)).name}", unit="instance", disable=not progress)
+        bar = tqdm(total=len(todo), desc=f"agent {Path(str(model)).name}", unit="instance", disable=not show_bar(progress))
         with out_path.open("a") as fh:
             for i in range(0, len(todo), size):
                 batch = todo[i:i + size]
