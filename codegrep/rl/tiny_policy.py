@@ -51,13 +51,19 @@ def build_tiny_policy(out_root: str | Path, shape: dict[str, int] | None = None,
     config.tie_word_embeddings = True
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
+    return _save(model, base, describe(model, shape, seed), out)
+
+
+def _save(model: Any, tokenizer_dir: Path, info: dict[str, Any], out: Path) -> Path:
+    """Save ``model``, the tokenizer files of ``tokenizer_dir`` and ``TINY_POLICY.json`` to ``out`` whole (a
+    temporary sibling renamed into place)."""
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     for name in TOKENIZER_FILES:
-        if (base / name).is_file():
-            shutil.copyfile(base / name, tmp / name)
-    (tmp / "TINY_POLICY.json").write_text(json.dumps(describe(model, shape, seed), indent=1))
+        if (tokenizer_dir / name).is_file():
+            shutil.copyfile(tokenizer_dir / name, tmp / name)
+    (tmp / "TINY_POLICY.json").write_text(json.dumps(info, indent=1))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
@@ -122,18 +128,9 @@ def format_pretrain(model_dir: Path, tasks: list[Any], agent: Any, out_root: str
             total += loss.item()
         opt.step()
         losses.append(total)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    for name in TOKENIZER_FILES:
-        if (model_dir / name).is_file():
-            shutil.copyfile(model_dir / name, tmp / name)
     info = json.loads((model_dir / "TINY_POLICY.json").read_text())
     info.update({"format_pretraining": {"what": "one-turn submit answers with the gold files of train-split tasks "
                                                 "(loss on answer tokens only)", "tasks": len(ids), "steps": steps,
                                         "lr": lr, "batch": batch, "seed": seed, "first_loss": losses[0],
                                         "last_loss": sum(losses[-10:]) / min(len(losses), 10)}})
-    (tmp / "TINY_POLICY.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out
+    return _save(model, model_dir, info, out)
