@@ -96,7 +96,7 @@ class CodeGrepArgs:
                 "sets the main run's value when ablation_max_turns differs, so its screen and arms start from "
                 "notebook 03's warm start instead of training another."})
     cpu_precision: str = field(default="auto", metadata={
-        "help": "Arithmetic precision on CPU (SFT, GRPO loss and generation): 'auto' = bf16 autocast where the CPU "
+        "help": "Arithmetic precision on CPU (SFT warm start, GRPO loss and KL probe; generation stays fp32): 'auto' = bf16 autocast where the CPU "
                 "has native bf16 (avx512_bf16 / amx_bf16), fp32 elsewhere; 'fp32' turns reduced precision off; "
                 "'bf16' forces it (emulated, slower, without those flags). Weights stay fp32. Recorded in "
                 "config.json. GPU runs use TRL's bf16/fp16 settings instead."})
