@@ -297,13 +297,13 @@ def test_ablation_arms_start_from_the_main_runs_warm_start():
     screen's demonstrations are still written for the main run's episodes: one warm start per profile."""
     from codegrep.config import load_profile
     from codegrep.rl import ablation as ab
-    from codegrep.rl.run import demonstration_agent, episode_config, parse_train_args
+    from codegrep.rl.run import demonstration_agent, episode_config
 
     cfg = load_profile("smoke")
-    main_cg, main_grpo = parse_train_args("smoke")
+    main_cg, main_grpo = ab.ablation_arguments(cfg)
     main_agent, _ = episode_config(cfg, main_cg)
     over = ab.design_overrides(main_cg, main_grpo, ab._main_turns(cfg, main_cg))
-    arm_cg, _ = parse_train_args("smoke", over)
+    arm_cg, _ = ab.ablation_arguments(cfg, None, over)
     arm_agent, _ = episode_config(cfg, arm_cg)
     assert arm_agent.max_turns == main_cg.ablation_max_turns != main_agent.max_turns
     assert demonstration_agent(arm_agent, arm_cg) == main_agent == demonstration_agent(main_agent, main_cg)

@@ -77,14 +77,16 @@ def test_resume_continues_bit_for_bit(two_step_run, tmp_path):
 
 
 def test_kl_probe_is_nonzero_after_an_update_with_beta_zero(tmp_path):
-    from codegrep.rl.run import build_trainer, parse_train_args
+    from codegrep.config import load_profile
+    from codegrep.rl.run import build_trainer, train_arguments
 
     overrides = {"warm_start": False, "max_completion_length": 8, "max_observation_tokens": 16, "train_tasks": 1,
                  "out": str(tmp_path)}
-    cg, grpo = parse_train_args("ci", overrides)
+    cfg = load_profile("ci")
+    cg, grpo = train_arguments(cfg, overrides)
     assert grpo.beta == 0.0
     (tmp_path / "probe").mkdir()
-    trainer = build_trainer(cg, grpo, tmp_path / "probe")
+    trainer = build_trainer(cfg, cg, grpo, tmp_path / "probe")
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop, which this test drives by hand
     rows = [trainer.train_dataset[0]] * grpo.num_generations

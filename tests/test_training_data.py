@@ -165,11 +165,11 @@ def test_training_inputs_never_hold_an_evaluation_instance(profile):
     """The ids a run would train on (recorded demonstrations + GRPO prompts) against the evaluation split."""
     from codegrep.config import load_profile
     from codegrep.data.tasks import evaluation_instance_ids, profile_tasks
-    from codegrep.rl.run import episode_config, parse_train_args, train_config_path
+    from codegrep.rl.run import episode_config, train_arguments
     from codegrep.rl.demos import recorded_demonstrations
 
     cfg = load_profile(profile)
-    cg, _ = parse_train_args(train_config_path(cfg["_source"]))
+    cg, _ = train_arguments(cfg)
     evaluation = set(evaluation_instance_ids(cfg))
     assert evaluation, "the evaluation split is empty"
     train, _ = profile_tasks(cfg, split="train", limit=cg.train_tasks)

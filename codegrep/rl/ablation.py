@@ -33,7 +33,7 @@ from codegrep.artifacts import runs_dir
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.rl.advantages import advantage_parts, tied_groups
 from codegrep.rl.paired import endpoint
-from codegrep.rl.run import parse_train_args, train, train_config_path
+from codegrep.rl.run import train, train_arguments
 from codegrep.rl.training_stage import main_run_dir, metrics_frame
 from codegrep.errors import atomic_write, write_atomic
 
@@ -84,16 +84,15 @@ def design_overrides(cg: Any, grpo: Any, main_turns: int | None = None) -> dict[
 
 
 # --- 1. the pool and the probe set ---------------------------------------------------------------------------------
-def _train_config(cfg: dict[str, Any], train_config: str | Path | None) -> Path:
-    """The ablation's train YAML: ``train_config`` when given (e.g. ``configs/train/study.yaml``), else the profile's."""
-    if train_config is None:
-        return train_config_path(cfg["_source"])
-    path = Path(train_config)
-    if not path.is_file():
+def ablation_arguments(cfg: dict[str, Any], train_config: str | Path | None = None,
+                       overrides: dict[str, Any] | None = None) -> Any:
+    """The ablation's argument sets on the resolved profile ``cfg``: its train YAML, or ``train_config`` when given
+    (e.g. ``configs/train/study.yaml``), with ``overrides``."""
+    if train_config is not None and not Path(train_config).is_file():
         from codegrep.config import ConfigError
 
-        raise ConfigError(f"train_config {path}: file not found")
-    return path
+        raise ConfigError(f"train_config {train_config}: file not found")
+    return train_arguments(cfg, overrides, train_config)
 
 
 def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
@@ -104,16 +103,15 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
 
     Returns ``{"pool": [instance ids], "probe_set": path, "screen": path, "n_varied": int, "n_tied": int}``.
     """
-    config = _train_config(cfg, train_config)
-    cg, grpo = parse_train_args(config)
+    cg, grpo = ablation_arguments(cfg, train_config)
     root = runs_dir(artifacts, cg.out)
     over = design_overrides(cg, grpo, _main_turns(cfg, cg))
     k = max(int(cg.ablation_screen_samples), 2)
-    screen_over = {**over, "profile": cfg["_source"], "efficiency_layer": "none", "kl_probe": False,
+    screen_over = {**over, "efficiency_layer": "none", "kl_probe": False,
                    "num_generations": k, "per_device_train_batch_size": k, "max_steps": 1,
                    "save_final_model": False, "save_strategy": "no", "warm_start_dir": str(root / "_warm_start"),
                    **(extra or {})}
-    scg, sgrpo = parse_train_args(config, screen_over)
+    scg, sgrpo = ablation_arguments(cfg, train_config, screen_over)
     key = _key({"settings": _settings(scg, sgrpo), "pool_size": cg.ablation_pool_size,
                 "probe_size": cg.ablation_probe_size, "screen_tasks": cg.ablation_screen_tasks})
     out = root / "ablation" / f"_screen-{key}"
@@ -123,7 +121,7 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     from codegrep.rl.run import build_trainer
 
     out.mkdir(parents=True, exist_ok=True)
-    trainer = build_trainer(scg, sgrpo, out)
+    trainer = build_trainer(cfg, scg, sgrpo, out)
     rows = list(trainer.train_dataset)
     from codegrep.data.tasks import seeded_sample
 
@@ -238,7 +236,6 @@ def arm_name(profile: str, layer: str, lam: float | None, seed: int) -> str:
 
 def _main_run_if_same(cfg: dict[str, Any], artifacts: str | Path | None, cg: Any, grpo: Any) -> Path | None:
     """Notebook 03's finished main run when its settings and task list equal this arm's, else None."""
-    from codegrep.config import load_profile
     from codegrep.data.tasks import profile_tasks
 
     main = main_run_dir(cfg, artifacts)
@@ -251,8 +248,7 @@ def _main_run_if_same(cfg: dict[str, Any], artifacts: str | Path | None, cg: Any
     if manifest.is_file():
         ids = json.loads(manifest.read_text()).get("grpo_prompts", [])
     else:
-        tasks, _ = profile_tasks(load_profile(saved["codegrep"]["profile"]), split="train",
-                                 limit=saved["codegrep"].get("train_tasks"))
+        tasks, _ = profile_tasks(cfg, split="train", limit=saved["codegrep"].get("train_tasks"))
         ids = saved["codegrep"].get("train_task_ids") or [t.instance_id for t in tasks]
     return main if list(ids) == list(cg.train_task_ids or []) else None
 
@@ -269,16 +265,15 @@ def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train
                  progress: Any = print) -> pd.DataFrame:
     """Train (or reuse) every arm of every seed on the screened pool; a long frame of per-step metrics
     (one row per run and step) with ``layer``, ``lam``, ``seed``, ``run`` and ``reused_main_run``."""
-    config = _train_config(cfg, train_config)
-    cg, grpo = parse_train_args(config)
+    cg, grpo = ablation_arguments(cfg, train_config)
     root = runs_dir(artifacts, cg.out)
     runs = root / "ablation"
-    screen = screen_pool(cfg, artifacts, config)
+    screen = screen_pool(cfg, artifacts, train_config)
     frames, design = [], design_overrides(cg, grpo, _main_turns(cfg, cg))
     for seed in cg.ablation_seeds:
         for layer, lam in arms(cg):
             name = arm_name(cg.profile, layer, lam, seed)
-            over = {**design, "profile": cfg["_source"], "efficiency_layer": layer,
+            over = {**design, "efficiency_layer": layer,
                     "efficiency_lambda": lam if lam is not None else cg.efficiency_lambda, "seed": seed,
                     "name": name, "out": str(runs), "warm_start_dir": str(root / "_warm_start"),
                     # varied/tied alternate within every step's prompts (TRL's shuffle off): mixed batches by design
@@ -287,7 +282,7 @@ def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train
                     "kl_probe_set": screen["probe_set"],
                     "kl_probe_every": cg.ablation_probe_every, "log_update_norm": True, "record_groups": True,
                     "save_final_model": False, "save_strategy": "no"}
-            acg, agrpo = parse_train_args(config, over)
+            acg, agrpo = ablation_arguments(cfg, train_config, over)
             run_dir, reused = runs / name, False
             if not _finished_with(run_dir, acg, agrpo):
                 main = _main_run_if_same(cfg, artifacts, acg, agrpo)
@@ -295,7 +290,7 @@ def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train
                     run_dir, reused = main, True
                 else:
                     progress(f"ablation: training {name} ({acg.ablation_max_steps} steps)")
-                    train(config, over)
+                    train(cfg, (acg, agrpo))
             frame = metrics_frame(run_dir)
             if reused:  # notebook 03 logged no exact probe KL: measure it on its final weights
                 frame = _with_final_probe(frame, run_dir, screen["probe_set"])

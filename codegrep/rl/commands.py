@@ -7,7 +7,7 @@ from typing import Any
 
 def _train(args: argparse.Namespace) -> int:
     from codegrep.config import parse_overrides
-    from codegrep.rl.run import train
+    from codegrep.rl.run import train_command
 
     overrides: dict[str, Any] = parse_overrides(args.set or [])
     for key in ("efficiency_layer", "efficiency_lambda", "seed", "out", "name", "max_steps"):
@@ -15,7 +15,7 @@ def _train(args: argparse.Namespace) -> int:
             overrides[key] = getattr(args, key)
     if args.resume:
         overrides["resume"] = True
-    run_dir = train(args.config, overrides)
+    run_dir = train_command(args.config, overrides)
     print(run_dir)
     return 0
 
@@ -59,7 +59,8 @@ def register(subparsers: Any) -> None:
                     "Episode limits come from the profile's agent: section. Writes OUT/NAME/ (config.json, "
                     "manifest.json, metrics.jsonl, final/). Instances of the evaluation split never reach training.")
     p.add_argument("--config", default="smoke",
-                   help="train YAML (configs/train/*.yaml) or a profile name/YAML whose train.config names one")
+                   help="train YAML (configs/train/*.yaml; its 'profile' key names the profile) or a profile name/YAML "
+                        "(its train.config names the train YAML; the run is that profile's)")
     p.add_argument("--efficiency-layer", dest="efficiency_layer",
                    choices=list(LAYERS),
                    help="where the efficiency signal enters (default: the train YAML's efficiency_layer)")

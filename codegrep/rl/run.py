@@ -7,40 +7,51 @@ Run directory ``<out>/<name>/``: ``config.json`` (both argument sets), ``version
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
-from codegrep.config import ConfigError, check_fields, load_profile, load_yaml, profile_path, project_root, section, seed_everything
+from codegrep.config import ConfigError, check_fields, load_profile, load_yaml, project_root, section, seed_everything
 from codegrep.errors import write_atomic
 
 DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/smoke.yaml",
                          "paper": "configs/train/paper.yaml"}
 
 
+def profile_train_yaml(cfg: dict[str, Any]) -> Path:
+    """The train YAML a resolved profile names (``train.config``, else the profile's default one)."""
+    rel = section(cfg, "train").get("config") or DEFAULT_TRAIN_CONFIGS.get(cfg.get("profile"))
+    if not rel:
+        raise ConfigError(f"profile {cfg.get('_source') or cfg.get('profile')} has no train.config")
+    path = Path(rel) if Path(rel).is_absolute() else project_root() / rel
+    if not path.is_file():
+        raise ConfigError(f"train config {path} (from profile {cfg.get('_source') or cfg.get('profile')}) not found")
+    return path
+
+
 def train_config_path(config: str | Path) -> Path:
     """A train YAML as is; a profile (name or YAML with a ``train:`` section) -> its ``train.config``."""
+    if _is_train_yaml(config):
+        return Path(config)
+    return profile_train_yaml(load_profile(config))
+
+
+def _is_train_yaml(config: str | Path) -> bool:
+    """Whether ``config`` is a train YAML (a mapping without a ``train:`` section) rather than a profile."""
     from codegrep.errors import read_text
 
     p = Path(config)
-    if p.suffix in (".yaml", ".yml") and p.exists():
-        data = load_yaml(read_text(p, "--config"), str(p)) or {}  # safe, with the alias-expansion limit
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: top level must be a mapping of settings, got {type(data).__name__}")
-        if not isinstance(data.get("train"), dict):
-            return p
-    cfg = load_profile(config)
-    rel = section(cfg, "train").get("config") or DEFAULT_TRAIN_CONFIGS.get(cfg["profile"])
-    if not rel:
-        raise ConfigError(f"profile {profile_path(config)} has no train.config")
-    path = Path(rel) if Path(rel).is_absolute() else project_root() / rel
-    if not path.is_file():
-        raise ConfigError(f"train config {path} (from profile {config}) not found")
-    return path
+    if p.suffix not in (".yaml", ".yml") or not p.exists():
+        return False
+    data = load_yaml(read_text(p, "--config"), str(p)) or {}  # safe, with the alias-expansion limit
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: top level must be a mapping of settings, got {type(data).__name__}")
+    return not isinstance(data.get("train"), dict)
 
 
 def overrides_to_argv(overrides: dict[str, Any] | None) -> list[str]:
@@ -59,8 +70,24 @@ def overrides_to_argv(overrides: dict[str, Any] | None) -> list[str]:
     return argv
 
 
-def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None, argv: Sequence[str] = ()):
-    """(CodeGrepArgs, GRPOConfig) from a train YAML (or profile) plus overrides, through TRL's TrlParser."""
+class TrainArgs(NamedTuple):
+    """One run's two argument sets: CodeGrep's own (``CodeGrepArgs``) and TRL's ``GRPOConfig``."""
+
+    codegrep: Any
+    grpo: Any
+
+
+def _check_ranges(cg: Any, given: set[str], path: Path) -> None:
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    for key, value in vars(cg).items():  # declared ranges (e.g. max_turns >= 1), before any work
+        check_fields(CodeGrepArgs, {key: value}, f"--set {key}" if key in given else f"{path}: {key}")
+
+
+def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None,
+                     argv: Sequence[str] = ()) -> TrainArgs:
+    """(CodeGrepArgs, GRPOConfig) from a train YAML (or profile) plus overrides, through TRL's TrlParser: the
+    stand-alone ``codegrep train`` command line. In-process callers holding a profile use :func:`train_arguments`."""
     from trl import GRPOConfig, TrlParser
 
     from codegrep.rl.trainer import CodeGrepArgs
@@ -72,10 +99,47 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
         cg, grpo = parser.parse_args_and_config(args)
     except ValueError as exc:  # TRL/HF refuse an unknown or ill-typed setting: name the file, keep it one line
         raise ConfigError(f"{path}: {exc}") from None
-    given = set(overrides or {}) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
-    for key, value in vars(cg).items():  # declared ranges (e.g. max_turns >= 1), before any work
-        check_fields(CodeGrepArgs, {key: value}, f"--set {key}" if key in given else f"{path}: {key}")
-    return cg, grpo
+    _check_ranges(cg, set(overrides or {}) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}, path)
+    return TrainArgs(cg, grpo)
+
+
+def train_arguments(cfg: dict[str, Any], overrides: dict[str, Any] | None = None,
+                    config: str | Path | None = None) -> TrainArgs:
+    """A run's argument sets for a RESOLVED profile ``cfg`` (notebook parameters and ``--set`` included), the
+    profile never read again: the train YAML the profile names (``train.config``; ``config`` replaces it, e.g. the
+    ablation's study YAML), then the profile's own ``train.*`` keys, then ``overrides``. ``profile`` is ``cfg``'s
+    name (run names start with it); a train YAML's ``profile`` key only serves the stand-alone
+    ``codegrep train --config X.yaml``, which loads that profile once (:func:`train_command`).
+
+    Built from one mapping (``HfArgumentParser.parse_dict``, as TrlParser would from the same YAML; the YAML's
+    ``env`` is applied the same way): the same objects :func:`parse_train_args` builds (tested).
+    """
+    from trl import GRPOConfig, TrlParser
+
+    from codegrep.errors import read_text
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    path = Path(config) if config is not None else profile_train_yaml(cfg)
+    if not path.is_file():
+        raise ConfigError(f"train config {path}: file not found")
+    data = load_yaml(read_text(path, "train config"), str(path)) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of settings, got {type(data).__name__}")
+    env = data.pop("env", None) or {}
+    if not isinstance(env, dict):
+        raise ConfigError(f"{path}: env must be a mapping of environment variables")
+    for key, value in env.items():  # TrlParser's rule for a train YAML's env:
+        os.environ[key] = str(value)
+    given = {k: v for k, v in section(cfg, "train").items() if k != "config"}
+    given.update(overrides or {})
+    data.update(given)
+    data["profile"] = str(cfg["profile"])
+    try:
+        cg, grpo = TrlParser((CodeGrepArgs, GRPOConfig)).parse_dict(data)
+    except (TypeError, ValueError) as exc:  # an unknown or ill-typed setting: name the file, keep it one line
+        raise ConfigError(f"{path}: {exc}") from None
+    _check_ranges(cg, set(given), path)
+    return TrainArgs(cg, grpo)
 
 
 def cpu_precision_of(cg: Any, grpo: Any) -> str | None:
@@ -103,16 +167,18 @@ def versions() -> dict[str, str]:
             "platform": platform.platform()}
 
 
-def train(config: str | Path, overrides: dict[str, Any] | None = None) -> Path:
-    """Train one run; returns its directory. A finished run is not retrained unless ``resume`` asks."""
-    cg, grpo = parse_train_args(config, overrides)
+def train(cfg: dict[str, Any], args: TrainArgs | tuple[Any, Any]) -> Path:
+    """Train one run of the resolved profile ``cfg`` (tasks, env and agent sections as given: notebook overrides
+    reach training) with ``args`` (:func:`train_arguments` or :func:`parse_train_args`); returns its directory.
+    A finished run is not retrained unless ``resume`` asks."""
+    cg, grpo = args
     run_dir = Path(cg.out) / cg.run_name(grpo.seed)
     if not cg.resume and run_dir.exists():
         shutil.rmtree(run_dir)  # a fresh run never mixes with an older one's metrics or checkpoints
     resume_from = resume_checkpoint(run_dir) if cg.resume else None  # checked before the model loads
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    trainer = build_trainer(cg, grpo, run_dir)
+    trainer = build_trainer(cfg, cg, grpo, run_dir)
     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     if cg.save_final_model:
         trainer.save_model(str(run_dir / "final"))
@@ -120,6 +186,21 @@ def train(config: str | Path, overrides: dict[str, Any] | None = None) -> Path:
     write_atomic(run_dir / "done.json", json.dumps({"seconds": time.perf_counter() - started,
                                                    "steps": trainer.state.global_step}, indent=1))
     return run_dir
+
+
+def train_command(config: str | Path, overrides: dict[str, Any] | None = None) -> Path:
+    """``codegrep train --config X``: ``X`` a train YAML (TrlParser: YAML + command line; the YAML's ``profile``
+    names the profile, loaded here once) or a profile (name or YAML; its ``train.config`` and ``train.*`` keys,
+    and the run belongs to that profile, whatever its train YAML's ``profile`` says)."""
+    overrides = dict(overrides or {})
+    if _is_train_yaml(config):
+        args = parse_train_args(config, overrides)
+        cfg = load_profile(args.codegrep.profile)
+    else:
+        cfg = load_profile(config)
+        extra = {k: v for k, v in section(cfg, "train").items() if k != "config"}
+        args = parse_train_args(profile_train_yaml(cfg), {**extra, **overrides, "profile": cfg["profile"]})
+    return train(cfg, args)
 
 
 def checkpoint_problem(path: Path) -> str | None:
@@ -158,24 +239,30 @@ def resume_checkpoint(run_dir: Path) -> Path | None:
                       "rerun without --resume to start the run over")
 
 
-def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
-    """Everything a run needs, wired into ``CodeGrepGRPOTrainer`` (also writes config.json, versions.json)."""
-    from datasets import Dataset
-    from transformers import AutoTokenizer
+@dataclass
+class TrainingInputs:
+    """What a run trains on, from the resolved profile: GRPO prompts, the train split the warm start learns from,
+    the environment, and the episode limits (``agent``) the rollouts use, with their ``config.json`` record."""
 
-    from codegrep.agent.precision import fresh_accelerator_state, precision_record
-    from codegrep.agent.protocol import build_messages
+    tasks: list[Any]
+    split_tasks: list[Any]
+    resolver: Any
+    pool: Any
+    tools: Any
+    env: dict[str, Any]
+    agent: Any
+    episode: dict[str, Any]
+    evaluation_ids: set[str]
+
+
+def training_inputs(cfg: dict[str, Any], cg: Any) -> TrainingInputs:
+    """The run's tasks, environment and episode limits from the resolved profile ``cfg`` (never re-read)."""
     from codegrep.data.tasks import profile_tasks
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig
-    from codegrep.rl.advantages import reward_weights
-    from codegrep.rl.rewards import REWARD_FUNCS
-    from codegrep.rl.rollout import RolloutRunner
-    from codegrep.rl.trainer import CodeGrepGRPOTrainer, MetricsJsonlCallback
 
-    seed_everything(grpo.seed)
-    cfg = load_profile(cg.profile)
     env_sec = section(cfg, "env")
+    name = cfg.get("_source") or cfg.get("profile")
     # the warm start always learns from the profile's train split, so every run of a profile (the main run, the
     # ablation's screen and arms on their pool) starts from one cached warm start
     split_tasks, resolver = profile_tasks(cfg, split="train", limit=cg.train_tasks)
@@ -184,33 +271,60 @@ def build_trainer(cg: Any, grpo: Any, run_dir: Path) -> Any:
         by_id = {t.instance_id: t for t in profile_tasks(cfg, split="train", limit=None)[0]}
         missing = [i for i in cg.train_task_ids if i not in by_id]
         if missing:
-            raise ValueError(f"--train_task_ids: not train-split tasks of profile {cg.profile}: {missing[:5]}")
+            raise ValueError(f"--train_task_ids: not train-split tasks of profile {name}: {missing[:5]}")
         tasks = [by_id[i] for i in cg.train_task_ids]
     if not tasks:
-        raise ValueError(f"profile {cg.profile}: no train-split tasks")
-    pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
+        raise ValueError(f"profile {name}: no train-split tasks")
     agent, episode = episode_config(cfg, cg)
-    evaluation_ids = evaluation_ids_of(cfg)
+    return TrainingInputs(tasks, split_tasks, resolver, WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec),
+                          env_sec, agent, episode, evaluation_ids_of(cfg))
+
+
+def rollout_runner(inputs: TrainingInputs, cg: Any, grpo: Any) -> Any:
+    """The GRPO rollouts (``rollout_func``): the run's tasks played with ``inputs.agent``'s episode limits."""
+    from codegrep.rl.rollout import RolloutRunner
+
+    agent = inputs.agent
+    scales = cg.efficiency_scales or [agent.max_turns, agent.max_turns * agent.max_calls_per_turn,
+                                      agent.max_turns * grpo.max_completion_length]
+    return RolloutRunner(inputs.tasks, inputs.resolver, inputs.pool, agent, env_mode=inputs.env.get("mode", "worktree"),
+                         tool_config=inputs.tools, fbeta=cg.fbeta, cost_weights=cg.efficiency_weights,
+                         cost_scales=scales, reward=cg.retrieval_reward, seen_credit=cg.seen_credit)
+
+
+def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any:
+    """Everything a run of the resolved profile ``cfg`` needs, wired into ``CodeGrepGRPOTrainer`` (also writes
+    config.json, versions.json)."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from codegrep.agent.precision import fresh_accelerator_state, precision_record
+    from codegrep.agent.protocol import build_messages
+    from codegrep.rl.advantages import reward_weights
+    from codegrep.rl.rewards import REWARD_FUNCS
+    from codegrep.rl.trainer import CodeGrepGRPOTrainer, MetricsJsonlCallback
+
+    seed_everything(grpo.seed)
+    inputs = training_inputs(cfg, cg)
+    agent, episode, tasks = inputs.agent, inputs.episode, inputs.tasks
     demo_agent = demonstration_agent(agent, cg)
-    model_path, demos = initial_policy(cg, grpo, cfg, split_tasks, resolver, pool, demo_agent, env_sec, tools,
-                                       exclude=evaluation_ids)
+    model_path, demos = initial_policy(cg, grpo, cfg, inputs.split_tasks, inputs.resolver, inputs.pool, demo_agent,
+                                       inputs.env, inputs.tools, exclude=inputs.evaluation_ids)
     episode["demonstrations_max_turns"] = demo_agent.max_turns
-    write_manifest(run_dir, demos, [t.instance_id for t in tasks], evaluation_ids)
+    write_manifest(run_dir, demos, [t.instance_id for t in tasks], inputs.evaluation_ids)
     grpo.output_dir = str(run_dir / "checkpoints")
     grpo.reward_weights = reward_weights(cg.efficiency_layer, cg.format_weight, cg.efficiency_lambda)
     if cg.efficiency_layer == "normalize_then_sum":
         grpo.multi_objective_aggregation = "normalize_then_sum"
-    scales = cg.efficiency_scales or [agent.max_turns, agent.max_turns * agent.max_calls_per_turn,
-                                      agent.max_turns * grpo.max_completion_length]
-    rollout = RolloutRunner(tasks, resolver, pool, agent, env_mode=env_sec.get("mode", "worktree"),
-                            tool_config=tools, fbeta=cg.fbeta, cost_weights=cg.efficiency_weights,
-                            cost_scales=scales, reward=cg.retrieval_reward, seen_credit=cg.seen_credit)
+    rollout = rollout_runner(inputs, cg, grpo)
     data = Dataset.from_list([{"prompt": build_messages(t.problem_statement, agent), "instance_id": t.instance_id}
                               for t in tasks])
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     write_atomic(run_dir / "config.json", json.dumps({"codegrep": asdict(cg), "grpo": grpo.to_dict(),
                                                      "initial_policy": str(Path(model_path).resolve()), "n_train_tasks": len(tasks),
-                                                     "efficiency_scales": scales, "episode": episode,
+                                                     "efficiency_scales": list(rollout.cost_scales), "episode": episode,
+                                                     "profile_source": cfg.get("_source"),
+                                                     "profile_overrides": cfg.get("_notebook_params") or {},
                                                      "precision": {**precision_record(cg.cpu_precision),
                                                                    "training": cpu_precision_of(cg, grpo),
                                                                    "generation": "fp32" if cpu_precision_of(

@@ -215,14 +215,14 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     ranges (``first_seed``), e.g. on a machine with spare cores."""
     from codegrep.config import load_profile
     from codegrep.rl.ablation import _finished_with, _key, _settings, screen_pool
-    from codegrep.rl.run import parse_train_args, train, train_config_path
+    from codegrep.rl.run import parse_train_args, train, train_arguments, train_config_path
     from codegrep.rl.training_stage import metrics_frame
 
     started = time.time()
     commit = git_commit()  # the code that runs, read before anything can change the checkout
     out = Path(out)
     config = train_config_path(config)
-    cg, grpo = parse_train_args(config)
+    cg, grpo = parse_train_args(config)  # the command line's train YAML names the profile: loaded once, passed down
     cfg = load_profile(cg.profile)
     extra, policy = _policy(cg, cfg)
     invocation = out / "invocations" / f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(started))}-{os.getpid()}.json"
@@ -244,13 +244,13 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     if cg.ablation_max_turns:
         design["max_turns"] = cg.ablation_max_turns
     lam = float(cg.efficiency_lambda)
-    common = {**design, **extra, "profile": cfg["_source"], "efficiency_lambda": lam, "out": str(runs),
+    common = {**design, **extra, "efficiency_lambda": lam, "out": str(runs),
               "warm_start_dir": str(out / "train" / "_warm_start"), "kl_probe_set": screen["probe_set"],
               "kl_probe_every": cg.ablation_probe_every, "record_groups": True, "save_final_model": False,
               "save_strategy": "no", "shuffle_dataset": False}
     # the settings every seed shares (seed and the seed's task order aside): what a reused seed must match
-    probe_cg, probe_grpo = parse_train_args(config, {**common, "efficiency_layer": "reward", "seed": 0,
-                                                     "train_task_ids": interleave_pool(varied, tied, 0)})
+    probe_cg, probe_grpo = train_arguments(cfg, {**common, "efficiency_layer": "reward", "seed": 0,
+                                                 "train_task_ids": interleave_pool(varied, tied, 0)}, config)
     shared = {k: v for k, v in _settings(probe_cg, probe_grpo).items() if k not in ("seed", "train_task_ids",
                                                                                    "data_seed")}
     settings_key = _key({"settings": shared, "pool_varied": varied, "pool_tied": tied, "policy": policy,
@@ -272,10 +272,10 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
         for layer in STUDY_LAYERS:
             name = f"{Path(cg.profile).stem}-study-{layer}-s{seed}"
             over = {**common, "efficiency_layer": layer, "seed": seed, "name": name, "train_task_ids": order}
-            acg, agrpo = parse_train_args(config, over)
+            acg, agrpo = train_arguments(cfg, over, config)
             if not (resume and _finished_with(runs / name, acg, agrpo)):
                 progress(f"study: seed {seed}, {layer} arm ({acg.ablation_max_steps} steps)")
-                train(config, over)
+                train(cfg, (acg, agrpo))
             arms[layer] = metrics_frame(runs / name).to_dict("records")
         row = seed_row(seed, arms)
         row.update({"settings_key": settings_key, "seconds": time.time() - seed_started, "task_order": order})

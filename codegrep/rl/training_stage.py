@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from codegrep.artifacts import runs_dir
-from codegrep.rl.run import parse_train_args, train, train_config_path
+from codegrep.rl.run import train, train_arguments
 from codegrep.rl.trainer import read_metrics
 from codegrep.quiet import show_bar
 
@@ -33,16 +33,16 @@ COLUMNS = {"acc@1": "p_at_1", "precision": "precision", "recall": "recall", "f0.
 
 def main_run_dir(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
     """Where the profile's main training run lives, whether or not it has been trained."""
-    cg, grpo = parse_train_args(train_config_path(cfg["_source"]))
+    cg, grpo = train_arguments(cfg)
     return runs_dir(artifacts, cg.out) / cg.run_name(grpo.seed)
 
 
 def main_run(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
-    """The profile's main training run (its train YAML as is), trained once and reused."""
+    """The profile's main training run (its train YAML, with the profile's ``train.*`` keys), trained once and
+    reused. ``cfg`` itself is passed down: a notebook's override of its tasks/env/agent sections reaches training."""
     run_dir = main_run_dir(cfg, artifacts)
-    if not (run_dir / "done.json").is_file():  # tasks/env/agent come from the notebook's profile
-        run_dir = train(train_config_path(cfg["_source"]),
-                        {"out": str(run_dir.parent), "profile": cfg["_source"], "name": run_dir.name})
+    if not (run_dir / "done.json").is_file():
+        run_dir = train(cfg, train_arguments(cfg, {"out": str(run_dir.parent), "name": run_dir.name}))
     return run_dir
 
 
@@ -287,16 +287,16 @@ def split_compare(results: dict[str, list[dict[str, Any]]], reference: str = REF
 def data_ablation(cfg: dict[str, Any], artifacts: str | Path, limit: int | None = None) -> pd.DataFrame:
     """Warm starts on each demonstration mix of ``data_ablation_arms`` (same ``sft_max_demos``, epochs and
     learning rate: the same budget), each evaluated on the eval split beside BM25. SFT only, no GRPO."""
-    from codegrep.config import load_profile, section
+    from codegrep.config import section
     from codegrep.data.tasks import profile_tasks
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig
     from codegrep.retrievers.evaluate import profile_evaluation
     from codegrep.rl.run import episode_config, evaluation_ids_of, initial_policy
 
-    cg, grpo = parse_train_args(train_config_path(cfg["_source"]), {"profile": cfg["_source"]})
+    cg, grpo = train_arguments(cfg)
     cg.warm_start_dir = cg.warm_start_dir or str(runs_dir(artifacts, cg.out) / "_warm_start")
-    profile = load_profile(cg.profile) if cg.profile != cfg["_source"] else cfg
+    profile = cfg
     env_sec = section(profile, "env")
     train_tasks, train_resolver = profile_tasks(profile, split="train", limit=cg.train_tasks)
     agent, _ = episode_config(profile, cg)
@@ -330,7 +330,7 @@ def recorded_data_report(cfg: dict[str, Any], fidelity_runs: int | None = None) 
     from codegrep.mining.explore import ConvertConfig, fidelity_summary, recorded_demonstrations, replay_fidelity
     from codegrep.rl.run import episode_config, evaluation_ids_of
 
-    cg, _ = parse_train_args(train_config_path(cfg["_source"]), {"profile": cfg["_source"]})
+    cg, _ = train_arguments(cfg)
     agent, _ = episode_config(cfg, cg)
     tools = ToolConfig.from_dict(cfg.get("env"))
     runs = cg.recorded_runs or trajectory_dirs()

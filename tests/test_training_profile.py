@@ -1,0 +1,69 @@
+"""The resolved profile is passed down into training as an object (issue 26): a notebook's override of an episode
+limit reaches the episodes training plays, the in-process arguments equal the command line's (TrlParser), and
+``codegrep train --config PROFILE`` trains that profile whatever its train YAML's ``profile`` key says."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codegrep.config import load_profile, notebook_profile, project_root
+from codegrep.rl import run
+
+
+def _same(a, b) -> bool:
+    return asdict(a.codegrep) == asdict(b.codegrep) and a.grpo.to_dict() == b.grpo.to_dict()
+
+
+@pytest.mark.parametrize("profile", ["ci", "smoke"])
+def test_in_process_arguments_equal_the_command_lines(profile):
+    cfg = load_profile(profile)
+    yaml_path = run.profile_train_yaml(cfg)
+    assert _same(run.train_arguments(cfg), run.parse_train_args(yaml_path, {"profile": cfg["profile"]}))
+    over = {"seed": 2, "efficiency_layer": "reward", "lambda_grid": [0.1, 0.2], "train_task_ids": ["a", "b"],
+            "save_final_model": False, "save_strategy": "no", "kl_probe_every": 2, "max_turns": 2}
+    assert _same(run.train_arguments(cfg, over), run.parse_train_args(yaml_path, {**over, "profile": cfg["profile"]}))
+    for other in ("study", "mechanism"):  # the ablation's and the study's train YAMLs, on the profile they name
+        path = project_root() / "configs" / "train" / f"{other}.yaml"
+        assert _same(run.train_arguments(cfg, {}, path), run.parse_train_args(path, {"profile": cfg["profile"]}))
+
+
+def test_a_notebook_override_of_an_episode_limit_reaches_the_training_episode():
+    """Notebook-style overrides (``notebook_profile``, as a parameters cell applies them) of ``agent.max_turns`` and
+    ``agent.max_calls_per_turn``: the rollouts GRPO plays use them, and config.json's record says so."""
+    base = load_profile("smoke")
+    cfg = notebook_profile("smoke", {"agent.max_turns": base["agent"]["max_turns"] + 2, "agent.max_calls_per_turn": 3})
+    args = run.train_arguments(cfg)
+    inputs = run.training_inputs(cfg, args.codegrep)
+    rollout = run.rollout_runner(inputs, *args)
+    assert rollout.agent.max_turns == base["agent"]["max_turns"] + 2 and rollout.agent.max_calls_per_turn == 3
+    assert inputs.episode["used"]["max_turns"] == rollout.agent.max_turns and inputs.episode["training_overrides"] == {}
+    assert rollout.cost_scales[0] == rollout.agent.max_turns  # the efficiency budget follows the same limit
+    # a training-only override set from the notebook (train.*) wins over agent: for training, and is recorded
+    cfg = notebook_profile("smoke", {"agent.max_calls_per_turn": 3, "train.max_turns": 2})
+    args = run.train_arguments(cfg)
+    inputs = run.training_inputs(cfg, args.codegrep)
+    rollout = run.rollout_runner(inputs, *args)
+    assert (rollout.agent.max_turns, rollout.agent.max_calls_per_turn) == (2, 3)
+    assert inputs.episode["training_overrides"] == {"max_turns": 2}
+    assert inputs.episode["profile"]["max_turns"] == base["agent"]["max_turns"]
+
+
+def test_train_command_trains_the_profile_it_is_given(tmp_path, monkeypatch):
+    """A profile YAML whose train.config names configs/train/ci.yaml (which says ``profile: ci``): the run is that
+    profile's (its agent section reaches training); a train YAML given directly names its profile."""
+    seen = {}
+    monkeypatch.setattr(run, "train", lambda cfg, args: seen.update(cfg=cfg, args=args) or tmp_path)
+    mine = yaml.safe_load((project_root() / "configs" / "ci.yaml").read_text())
+    mine["profile"] = "mine"
+    mine["agent"]["max_calls_per_turn"] = 5
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(mine))
+    run.train_command(str(path), {"seed": 4})
+    assert Path(seen["cfg"]["_source"]) == path and seen["cfg"]["agent"]["max_calls_per_turn"] == 5
+    assert seen["args"].codegrep.profile == "mine" and seen["args"].grpo.seed == 4
+    assert seen["args"].codegrep.run_name(4) == "mine-advantage-lam0.1-s4"
+    run.train_command(str(project_root() / "configs" / "train" / "ci.yaml"))
+    assert seen["cfg"]["profile"] == "ci" and seen["cfg"]["agent"]["max_calls_per_turn"] != 5
