@@ -175,3 +175,32 @@ def paired_scatter(ax: Any, a: Iterable[float], b: Iterable[float], name_a: str,
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel(name_b)
     ax.set_ylabel(name_a)
+
+
+def draw(specs: dict[str, tuple[Any, str, Any]], result: Any, out: Any, names: Iterable[str] = ()) -> dict[str, Any]:
+    """A stage's ``figures(result, out, *names)``: draw each named figure of ``specs`` (all when ``names`` is empty)
+    and save it through ``out.figure``. ``specs`` maps a name to ``(draw(result) -> Figure, file name, note)``,
+    ``note`` being text stamped on the figure, a function of ``result`` giving it, or None.
+
+    >>> class Out:
+    ...     def figure(self, fig, name, note=None): self.saved = (fig, name, note)
+    >>> out = Out()
+    >>> draw({"a": (lambda r: f"fig of {r}", "01_a", lambda r: f"n={r}")}, 3, out)
+    {'a': 'fig of 3'}
+    >>> out.saved
+    ('fig of 3', '01_a', 'n=3')
+    >>> draw({"a": (str, "01_a", None)}, 3, out, ["b"])
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown figure(s) ['b']; this stage draws ['a']
+    """
+    names = list(names) or list(specs)
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise ValueError(f"unknown figure(s) {unknown}; this stage draws {list(specs)}")
+    drawn = {}
+    for name in names:
+        func, file_name, note = specs[name]
+        drawn[name] = func(result)
+        out.figure(drawn[name], file_name, note=note(result) if callable(note) else note)
+    return drawn
