@@ -93,3 +93,31 @@ class DownstreamAgent(Protocol):
     name: str
 
     def run(self, task: "Task", candidate_files: Sequence[str] | None) -> AgentRun: ...
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """What a notebook calls: its area's stage module (``codegrep.mining.stage``, ``codegrep.env.stage``,
+    ``codegrep.rl.training_stage``, ``codegrep.rl.ablation_stage``, ``codegrep.downstream.threshold_stage``,
+    ``codegrep.downstream.eval_stage``; ``codegrep.pipeline.STAGES`` maps each notebook to its module).
+
+    A notebook holds its parameters cell, ``cfg = notebook_profile(profile, {...})``, then only calls:
+    ``result = stage.run(cfg, out, **params)``; ``stage.figures(result, out, *names)`` where its prose shows them
+    (drawn through ``codegrep.plots``, saved by ``out.figure``); ``out.headline(stage.NOTEBOOK,
+    **stage.headline(result))`` in its last cell. The headline's keys are spelled once, in ``headline``; the report
+    reads them from the file that call writes. A seventh notebook copies one of these modules."""
+
+    NOTEBOOK: str
+    """The notebook's name (``01_mining``): its headline file."""
+
+    def run(self, cfg: dict[str, Any], out: Any, **params: Any) -> Any:
+        """Compute everything the notebook shows from the resolved profile ``cfg``; save its tables under ``out``."""
+        ...
+
+    def figures(self, result: Any, out: Any, *names: str) -> dict[str, Any]:
+        """Draw and save the named figures (all when none are named)."""
+        ...
+
+    def headline(self, result: Any) -> dict[str, Any]:
+        """``Outputs.headline`` keywords: ``numbers``, ``source`` and, where needed, ``sources`` and ``reasons``."""
+        ...

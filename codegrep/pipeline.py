@@ -23,6 +23,11 @@ from codegrep.errors import write_atomic
 
 NOTEBOOKS = ("01_mining", "02_environment", "03_training", "04_ablation",
              "05_precision_threshold", "06_downstream_eval")
+STAGES = {"01_mining": "codegrep.mining.stage", "02_environment": "codegrep.env.stage",
+          "03_training": "codegrep.rl.training_stage", "04_ablation": "codegrep.rl.ablation_stage",
+          "05_precision_threshold": "codegrep.downstream.threshold_stage",
+          "06_downstream_eval": "codegrep.downstream.eval_stage"}
+"""The stage module each notebook calls (``codegrep.Stage``: ``run``, ``figures``, ``headline``)."""
 
 
 class NotebookFailed(RuntimeError):
