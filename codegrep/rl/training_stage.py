@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -367,8 +368,8 @@ def training_verdict(evaluation: pd.DataFrame, reference: str = REFERENCE) -> st
             f"format-valid rate (episodes ending in a submit) {by.loc['GRPO', 'format_valid_rate']:.2f}." + small)
 
 
-def headline(evaluation: pd.DataFrame, steps: pd.DataFrame, run_dir: str | Path, verdict: str) -> dict[str, Any]:
-    """Notebook 03's headline numbers (``artifacts/headlines/03_training.json``)."""
+def headline_numbers(evaluation: pd.DataFrame, steps: pd.DataFrame, run_dir: str | Path, verdict: str) -> dict[str, Any]:
+    """The evaluation's and the run's part of notebook 03's headline (:func:`headline` adds the rest)."""
     by = evaluation.set_index("policy")
     g, r = by.loc["GRPO"], by.loc[REFERENCE]
     out = {"run": Path(run_dir).name, "steps": int(steps["step"].max()) if len(steps) else 0,
@@ -539,3 +540,132 @@ def data_ablation_figure(table: pd.DataFrame) -> Any:
     plots.title(ax, "data ablation: demonstration mix, same SFT budget", "SWE-bench Verified (real)",
                 int(table["n"].max()) if len(table) else None)
     return fig
+
+
+# --- the stage contract (codegrep.Stage): what notebook 03 calls ------------------------------------------------------
+
+NOTEBOOK = "03_training"
+
+
+@dataclass
+class TrainingStage:
+    """Everything notebook 03 shows: the recorded demonstrations and their fidelity, the protocol ceiling, the main
+    run (steps and summary), the held-out evaluation beside the baselines, wins and losses, the optional data
+    ablation, and the verdict."""
+
+    cfg: dict[str, Any]
+    conversion: dict[str, Any]
+    fidelity: pd.DataFrame
+    ceiling_table: pd.DataFrame
+    ceiling_numbers: dict[str, float]
+    run_dir: Path
+    steps: pd.DataFrame
+    summary: dict[str, Any]
+    results: dict[str, list[dict[str, Any]]]
+    evaluation: pd.DataFrame
+    outcomes: pd.DataFrame
+    mixes: pd.DataFrame | None
+    verdict: str
+
+    def conversion_lines(self) -> str:
+        c = self.conversion
+        return (f"{c['runs']} recorded runs: {c['runs_excluded_eval']} on evaluation instances excluded, "
+                f"{c['runs_not_useful']} not useful; {c['demonstrations']} demonstrations; "
+                f"{c['commands_converted']} of {c['commands']} commands converted ({c['converted_share']:.0%})\n"
+                "demonstrations per repository: " + ", ".join(f"{k} {v}" for k, v in c["by_repo"].items()))
+
+    def steps_shown(self) -> pd.DataFrame:
+        return self.steps[[c for c in ("step", "task_reward", "f_beta", "format", "submitted", "rounds", "tool_calls",
+                                       "tokens", "kl", "seconds") if c in self.steps]]
+
+    def summary_lines(self) -> str:
+        return "\n".join(f"{key}: {value}" for key, value in self.summary.items())
+
+    def evaluation_shown(self) -> pd.DataFrame:
+        return self.evaluation[["policy", "n", "p_at_1", "p_at_1_lo", "p_at_1_hi", "p_at_1_diff", "p_at_1_diff_lo",
+                                "p_at_1_diff_hi", "precision", "precision_at_agent_size", "recall", "f0.5", "rounds",
+                                "tool_calls", "tokens", "format_valid_rate"]].round(3)
+
+    def mixes_shown(self) -> pd.DataFrame | None:
+        if self.mixes is None:
+            return None
+        return self.mixes[["policy", "n_demonstrations", "n", "p_at_1", "p_at_1_lo", "p_at_1_hi", "p_at_1_diff",
+                           "p_at_1_diff_lo", "p_at_1_diff_hi", "format_valid_rate"]].round(3)
+
+    def conclusion(self) -> str:
+        return conclusion(self.evaluation, self.outcomes, self.ceiling_numbers)
+
+
+def plan(cfg: dict[str, Any], eval_limit: int | None = None) -> str:
+    """One line: the profile's GRPO steps, group, warm start and evaluation size."""
+    cg, grpo = train_arguments(cfg)
+    return (f"profile {cfg['profile']}: {grpo.max_steps} GRPO steps, group {grpo.num_generations}, "
+            f"warm start on {cg.sft_sources} (at most {cg.sft_max_demos or 'all'} demonstrations), "
+            f"evaluation on {eval_limit or cg.eval_tasks or 'every'} eval-split instance(s)")
+
+
+def run(cfg: dict[str, Any], out: Any, eval_limit: int | None = None, data_ablation: bool = False,
+        fidelity_runs: int | None = None, ceiling_tasks: int = 40) -> TrainingStage:
+    """Notebook 03 end to end on the resolved profile ``cfg`` (passed down to training as is): the recorded data
+    report, the ceiling, the main run (trained once, reused), its held-out evaluation (cached rows reused), wins
+    and losses, the data ablation when asked, the verdict; saves every table."""
+    cg, _ = train_arguments(cfg)
+    eval_limit = eval_limit or cg.eval_tasks
+    conversion, fidelity = recorded_data_report(cfg, fidelity_runs)
+    table, numbers = ceiling(cfg, ceiling_tasks)
+    out.table(table.reset_index(), "03_ceiling")
+    run_dir = main_run(cfg, out.artifacts)
+    steps = metrics_frame(run_dir)
+    out.table(steps, "03_training_steps")
+    results = evaluation_rows(cfg, run_dir, out.artifacts, limit=eval_limit)
+    evaluation = split_compare(results)
+    out.table(evaluation, "03_before_after")
+    outcomes = wins_losses(results)
+    out.table(outcomes, "03_wins_losses")
+    mixes = demonstration_mix_ablation(cfg, out.artifacts) if data_ablation else None
+    if mixes is not None:
+        out.table(mixes, "03_data_ablation")
+    return TrainingStage(cfg, conversion, fidelity, table, numbers, run_dir, steps, run_summary(run_dir), results,
+                         evaluation, outcomes, mixes, training_verdict(evaluation))
+
+
+FIGURES = {
+    "curves": (lambda r: curve_figure(r.steps, r.run_dir.name, r.summary["n_train_tasks"]), "03_training_curves",
+               lambda r: f"{r.cfg['profile']} profile, run {r.run_dir.name}: real run"),
+    "evaluation": (lambda r: evaluation_figure(r.evaluation), "03_before_after",
+                   "held-out eval split (real SWE-bench Verified), agent retriever vs harness baselines"),
+    "wins_losses": (lambda r: wins_losses_figure(r.outcomes), "03_wins_losses",
+                    "GRPO policy vs BM25 per instance, P@1, held-out real SWE-bench Verified"),
+    "data_ablation": (lambda r: data_ablation_figure(r.mixes), "03_data_ablation",
+                      "warm start only (SFT), same budget per arm; real eval instances"),
+}
+"""name -> (drawing function, saved file name, note stamped on the figure); ``data_ablation`` only when it ran."""
+
+
+def figures(result: TrainingStage, out: Any, *names: str) -> dict[str, Any]:
+    """Draw and save the named figures (all when none are named; the data ablation's only when it ran)."""
+    from codegrep.plots import draw
+
+    if not names:
+        names = tuple(n for n in FIGURES if n != "data_ablation" or result.mixes is not None)
+    return draw(FIGURES, result, out, names)
+
+
+def headline(result: TrainingStage) -> dict[str, Any]:
+    """Notebook 03's headline record (``Outputs.headline`` keywords; ``artifacts/headlines/03_training.json``)."""
+    numbers = headline_numbers(result.evaluation, result.steps, result.run_dir, result.verdict)
+    numbers.update(result.ceiling_numbers)
+    if result.mixes is not None:
+        for _, row in result.mixes.iterrows():
+            if row["policy"] != "bm25":
+                numbers[f"data_ablation_p_at_1_{row['policy'].replace('+', '_')}"] = float(row["p_at_1"])
+    numbers["recorded_demonstrations"] = int(result.conversion["demonstrations"])
+    numbers["recorded_runs_excluded_eval"] = int(result.conversion["runs_excluded_eval"])
+    fidelity = result.fidelity.set_index("tool").loc["all"]
+    numbers["conversion_fidelity_recall"] = float(fidelity["recall"])
+    numbers["conversion_fidelity_calls"] = int(fidelity["calls"])
+    return {"numbers": numbers, "source": "run", "reasons": headline_reasons(numbers)}
+
+
+demonstration_mix_ablation = data_ablation
+""":func:`data_ablation` under a name :func:`run`'s ``data_ablation`` flag does not shadow."""
