@@ -25,9 +25,9 @@ install: $(VENV)/.installed
 reproduce: install
 	$(VENV)/bin/codegrep reproduce --profile $(PROFILE) $(ARGS)
 
-# Lint (ruff; configuration in pyproject.toml [tool.ruff]).
+# Lint (ruff; configuration in pyproject.toml [tool.ruff]): the library, the tests and the six notebooks.
 lint: install
-	$(VENV)/bin/ruff check codegrep tests
+	$(VENV)/bin/ruff check codegrep tests notebooks
 
 # Lint, then the test suite, which also executes every notebook on the `ci` profile and checks their numbers.
 test: lint

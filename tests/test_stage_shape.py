@@ -34,3 +34,19 @@ def test_notebook_calls_its_stage_through_the_three_functions(name):
     assert "out.headline(stage.NOTEBOOK, **stage.headline(result))" in code_cells(name)[-1]
     assert not re.search(r"\bplt\.|import matplotlib", code), "figures go through the stage (codegrep.plots)"
     assert code.count("notebook_profile(") == 1 and "_source" not in code  # one way in; the profile is passed down
+
+
+def test_notebooks_are_held_to_the_librarys_lint():
+    """``make lint`` runs ruff over the notebooks as over the library (``import a; import b`` setup lines and the
+    like are errors there too)."""
+    import shutil
+    import subprocess
+    import sys
+
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"ruff check codegrep tests notebooks", makefile)
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed here")
+    proc = subprocess.run([ruff, "check", "notebooks"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
