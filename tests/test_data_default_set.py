@@ -96,3 +96,19 @@ def test_cli_default_out(tmp_path, capsys, built):
     (tmp_path / "other" / "x").write_text("keep me")
     assert cli_main(["tasks", "default", "--out", str(tmp_path / "other")]) == 2
     assert (tmp_path / "other" / "x").read_text() == "keep me"
+
+
+def test_one_test_path_rule_keeps_the_default_set():
+    """Issue 26 unified the default set's test-file rule with the retrievers' (``codegrep.data.paths``). The earlier
+    rule, kept here as the oracle, agrees with it on every file the default set reads, so the set is unchanged."""
+    from codegrep.data import default_set as ds
+    from codegrep.data.paths import is_test_path
+
+    def earlier(rel: str) -> bool:
+        parts = rel.split("/")
+        return any(p in ("tests", "test", "testing") for p in parts) or parts[-1].startswith(("test_", "conftest"))
+
+    files = [rel for pkg in ds.SOURCE_PACKAGES for rel in ds._read_sources(ds._package_dir(pkg), pkg.module)]
+    assert len(files) > 500
+    assert [f for f in files if earlier(f) != is_test_path(f)] == []
+    assert sum(map(is_test_path, files)) > 0  # the rule does exclude files

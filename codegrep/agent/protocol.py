@@ -463,7 +463,8 @@ def shape_result(call: ToolCall, result: ToolResult, view: str = "lines") -> Too
     if view == "lines" or call.name != "grep" or not result.ok or result.output.startswith("No "):
         return result
     from codegrep.retrievers.heuristic import parse_hits
-    from codegrep.retrievers.query import FilePolicy, is_test_path
+    from codegrep.data.paths import is_test_path
+    from codegrep.retrievers.query import FilePolicy
 
     hits, total = parse_hits(result)
     if not hits:

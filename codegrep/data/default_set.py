@@ -24,6 +24,7 @@ from pathlib import Path
 
 from codegrep.config import cache_dir
 from codegrep.errors import atomic_write, write_atomic
+from codegrep.data.paths import is_test_path
 from codegrep.data.repos import commit_snapshot
 from codegrep.data.docstrings import (Docstring, find_docstrings, mask_code_names, plain_words, restore_diff,
                                       strip_docstrings)
@@ -123,9 +124,9 @@ def installed_versions() -> dict[str, str]:
 
 def _builder_source_hash() -> str:
     """Hash of the code that builds the set, so a changed construction never reuses a stale cache."""
-    from codegrep.data import docstrings
+    from codegrep.data import docstrings, paths
 
-    text = b"".join(Path(m.__file__).read_bytes() for m in (docstrings, __import__(__name__, fromlist=["_"])))
+    text = b"".join(Path(m.__file__).read_bytes() for m in (docstrings, paths, __import__(__name__, fromlist=["_"])))
     return hashlib.sha256(text).hexdigest()[:16]
 
 
@@ -149,16 +150,11 @@ def _read_sources(pkg_dir: Path, module: str) -> dict[str, str]:
     return files
 
 
-def _is_test_path(rel: str) -> bool:
-    parts = rel.split("/")
-    return any(p in ("tests", "test", "testing") for p in parts) or parts[-1].startswith(("test_", "conftest"))
-
-
 def _candidates(files: dict[str, str], sel: SelectionConfig) -> list[Docstring]:
     """Every eligible docstring, with paragraphs unique in the repository."""
     found: list[Docstring] = []
     for rel, text in files.items():
-        if not _is_test_path(rel):
+        if not is_test_path(rel):
             found.extend(find_docstrings(rel, text))
     counts: dict[str, int] = {}
     for d in found:
