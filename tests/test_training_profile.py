@@ -67,3 +67,16 @@ def test_train_command_trains_the_profile_it_is_given(tmp_path, monkeypatch):
     assert seen["args"].codegrep.run_name(4) == "mine-advantage-lam0.1-s4"
     run.train_command(str(project_root() / "configs" / "train" / "ci.yaml"))
     assert seen["cfg"]["profile"] == "ci" and seen["cfg"]["agent"]["max_calls_per_turn"] != 5
+
+
+@pytest.mark.parametrize("profile", ["ci", "smoke", "paper"])
+def test_every_episode_limit_is_defined_by_the_profile(profile):
+    """One place defines each episode limit: every shipped profile's agent: section sets all of them, so
+    ``AgentConfig``'s defaults never decide an episode; a train YAML may only override them for training
+    (recorded in config.json), and never sets ``demo_max_turns`` (derived by the ablation)."""
+    from codegrep.rl.run import EPISODE_KEYS
+
+    cfg = load_profile(profile)
+    assert set(EPISODE_KEYS) <= set(cfg["agent"]), sorted(set(EPISODE_KEYS) - set(cfg["agent"]))
+    for path in (project_root() / "configs" / "train").glob("*.yaml"):
+        assert "demo_max_turns" not in yaml.safe_load(path.read_text()), path.name

@@ -92,9 +92,10 @@ class CodeGrepArgs:
         "help": "Cache of warm-started models (default OUT/_warm_start); shared by every arm and seed."})
     sft_max_demos: int | None = field(default=None, metadata={"help": "Use at most this many demonstrations."})
     demo_max_turns: int | None = field(default=None, metadata={
-        "help": "max_turns of the warm start's demonstration episodes (default: the run's max_turns). The ablation "
-                "sets the main run's value when ablation_max_turns differs, so its screen and arms start from "
-                "notebook 03's warm start instead of training another."})
+        "help": "DERIVED, not a setting: max_turns of the warm start's demonstration episodes (default: the run's "
+                "max_turns). The ablation sets it to the main run's turns when ablation_max_turns differs, so its "
+                "screen and arms start from notebook 03's warm start instead of training another; config.json "
+                "records it under episode.demonstrations_max_turns."})
     cpu_precision: str = field(default="auto", metadata={
         "help": "Arithmetic precision on CPU (SFT warm start, GRPO loss and KL probe; generation stays fp32): 'auto' = bf16 autocast where the CPU "
                 "has native bf16 (avx512_bf16 / amx_bf16), fp32 elsewhere; 'fp32' turns reduced precision off; "
