@@ -227,7 +227,7 @@ def record_precision(run_json: Path, cfg: dict[str, Any]) -> None:
     """Adds ``cpu_precision`` to ``run.json``: the CPU's features and the precision the profile's training
     chose on it (its train YAML's ``cpu_precision``, default ``auto``; see codegrep/agent/precision.py)."""
     from codegrep.agent.precision import precision_record
-    from codegrep.rl.run import train_config_path
+    from codegrep.rl.training_run import train_config_path
 
     setting = "auto"
     train = (cfg.get("train") or {}).get("config")

@@ -236,7 +236,7 @@ def test_skip_bad_skips_wrong_shapes(tmp_path, capsys):
 
 def test_resume_falls_back_to_the_last_complete_checkpoint(tmp_path, capsys):
     """A checkpoint half-written by a killed save is skipped, said on stderr, and the previous one is used."""
-    from codegrep.rl.run import resume_checkpoint
+    from codegrep.rl.training_run import resume_checkpoint
 
     ck = tmp_path / "checkpoints"
     for step, state in ((1, '{"global_step": 1}'), (2, '{"global_step": 2}'), (3, '{"glob')):

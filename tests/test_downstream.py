@@ -9,7 +9,7 @@ import pytest
 
 from codegrep.downstream.agents import candidate_hint
 from codegrep.downstream.replay import ReplayParams, Step, Trace, replay
-from codegrep.downstream.run import mcnemar, paired_compare, relative_change
+from codegrep.downstream.agent_runs import mcnemar, paired_compare, relative_change
 from codegrep.downstream.threshold import crossing_point, synthetic_candidates
 
 

@@ -1,7 +1,7 @@
 """One event -> tool-call mapping (``codegrep.mining.events.event_call``) for both of its callers, the
-demonstrations (``mining.demos``) and the recorded-run converter (``mining.explore``), checked on the shipped
+demonstrations (``mining.demos``) and the recorded-run converter (``mining.run_converter``), checked on the shipped
 trajectories (issue 26). The pinned digests were computed with the two separate functions this one replaced
-(``demos.event_call`` and ``explore._event_call`` at 0bf497c): both callers' outputs are byte-identical."""
+(``demos.event_call`` and ``explore._event_call`` at 0bf497c, the converter then named ``mining.explore``): both callers' outputs are byte-identical."""
 from __future__ import annotations
 
 import gzip
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from codegrep.data.shipped import trajectory_dirs
-from codegrep.mining import explore
+from codegrep.mining import run_converter
 from codegrep.mining.events import event_call
 from codegrep.mining.formats import minisweagent as msa, parse_row
 from codegrep.mining.targets import is_artifact
@@ -34,7 +34,7 @@ def shipped():
     for f in files:
         run = msa.read(msa.load(f), str(f))
         events += run.events()
-        converted += explore.convert_steps(run)
+        converted += run_converter.convert_steps(run)
     for f in sorted(SAMPLES.glob("*.gz")):
         data = json.load(gzip.open(f))
         for row in data if isinstance(data, list) else [data]:

@@ -91,7 +91,7 @@ def test_bucketed_sft_batches_pad_less_and_keep_each_rows_mask(smollm2, tmp_path
 
 
 def test_cpu_precision_switch(monkeypatch):
-    from codegrep.rl.run import cpu_precision_of, parse_train_args
+    from codegrep.rl.training_run import cpu_precision_of, parse_train_args
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     cg, grpo = parse_train_args("ci", {"cpu_precision": "fp32"})

@@ -79,7 +79,7 @@ def test_masked_kl_ignores_observation_tokens():
 
 
 def test_train_config_parses_through_trl_parser():
-    from codegrep.rl.run import parse_train_args
+    from codegrep.rl.training_run import parse_train_args
 
     cg, grpo = parse_train_args("ci", {"efficiency_layer": "reward", "seed": 3})
     assert cg.efficiency_layer == "reward" and grpo.seed == 3 and grpo.use_cpu
@@ -260,7 +260,7 @@ def test_ablation_arm_with_main_run_settings_is_recognised_as_the_main_run():
     """On ci the advantage arm of seed 0 has the main run's settings: the content key must say so (reuse),
     while another seed or layer must not."""
     from codegrep.rl import ablation as ab
-    from codegrep.rl.run import parse_train_args
+    from codegrep.rl.training_run import parse_train_args
 
     main_cg, main_grpo = parse_train_args("ci")
     over = {**ab.design_overrides(main_cg, main_grpo), "name": "x", "out": "/tmp/x", "kl_probe_set": "p.jsonl",
@@ -297,7 +297,7 @@ def test_ablation_arms_start_from_the_main_runs_warm_start():
     screen's demonstrations are still written for the main run's episodes: one warm start per profile."""
     from codegrep.config import load_profile
     from codegrep.rl import ablation as ab
-    from codegrep.rl.run import demonstration_agent, episode_config
+    from codegrep.rl.training_run import demonstration_agent, episode_config
 
     cfg = load_profile("smoke")
     main_cg, main_grpo = ab.ablation_arguments(cfg)

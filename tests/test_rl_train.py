@@ -78,7 +78,7 @@ def test_resume_continues_bit_for_bit(two_step_run, tmp_path):
 
 def test_kl_probe_is_nonzero_after_an_update_with_beta_zero(tmp_path):
     from codegrep.config import load_profile
-    from codegrep.rl.run import build_trainer, train_arguments
+    from codegrep.rl.training_run import build_trainer, train_arguments
 
     overrides = {"warm_start": False, "max_completion_length": 8, "max_observation_tokens": 16, "train_tasks": 1,
                  "out": str(tmp_path)}

@@ -9,7 +9,7 @@ import pytest
 
 from codegrep.agent.protocol import AgentConfig, parse_tool_calls
 from codegrep.env.tools import ToolCall, ToolConfig
-from codegrep.mining import explore
+from codegrep.mining import run_converter
 
 OBS = "<returncode>{rc}</returncode>\n<output>\n{out}\n</output>"
 
@@ -19,7 +19,7 @@ def obs(out: str, rc: int = 0) -> str:
 
 
 def test_grep_output_is_reshaped_like_the_live_tool():
-    call, out, cut = explore.convert_command(
+    call, out, cut = run_converter.convert_command(
         "cd /testbed && grep -rn 'class Foo' pkg/",
         obs("/testbed/pkg/z.py:3:class Foo2:\n./pkg/a/b.py:10:class Foo:\npkg/a.py:1:class FooBar:"))
     assert call == ToolCall("grep", {"pattern": "class Foo", "path": "pkg"})
@@ -27,38 +27,38 @@ def test_grep_output_is_reshaped_like_the_live_tool():
     assert out.splitlines() == ["pkg/a/b.py:10:class Foo:", "pkg/a.py:1:class FooBar:", "pkg/z.py:3:class Foo2:"]
     assert not cut
     # a single-file grep has no path column: the live tool's has one
-    _, out, _ = explore.convert_command("grep -n 'def f' pkg/a.py", obs("4:def f():"))
+    _, out, _ = run_converter.convert_command("grep -n 'def f' pkg/a.py", obs("4:def f():"))
     assert out == "pkg/a.py:4:def f():"
     # grep exit status 1 = no match
-    assert explore.convert_command("grep -rn nothing pkg", obs("", rc=1))[1] == "No matches found."
+    assert run_converter.convert_command("grep -rn nothing pkg", obs("", rc=1))[1] == "No matches found."
 
 
 def test_grep_caps_and_notes_like_the_live_tool():
     lines = "\n".join(f"pkg/m.py:{i}:x" for i in range(1, 301))
-    _, out, cut = explore.convert_command("grep -rn x pkg", obs(lines), tools=ToolConfig(max_output_lines=5))
+    _, out, cut = run_converter.convert_command("grep -rn x pkg", obs(lines), tools=ToolConfig(max_output_lines=5))
     assert cut and out.splitlines()[:5] == [f"pkg/m.py:{i}:x" for i in range(1, 6)]
     assert out.splitlines()[-1].startswith("[... truncated: showing 5 of 300 lines")
-    _, out, cut = explore.convert_command("grep -rn x pkg | head -3", obs("a.py:1:x\na.py:2:x\na.py:3:x"))
+    _, out, cut = run_converter.convert_command("grep -rn x pkg | head -3", obs("a.py:1:x\na.py:2:x\na.py:3:x"))
     assert cut and "more than 3" in out  # head stopped it: the count is a lower bound
 
 
 def test_grep_flags_become_arguments():
-    call, _, _ = explore.convert_command("grep -rni --include=*.py 'def f(' pkg", obs("pkg/a.py:1:def f():"))
+    call, _, _ = run_converter.convert_command("grep -rni --include=*.py 'def f(' pkg", obs("pkg/a.py:1:def f():"))
     assert call.arguments == {"pattern": "def f\\(", "path": "pkg", "include": "*.py", "ignore_case": True}
-    call, _, _ = explore.convert_command("grep -rnF 'a.b(' pkg", obs("pkg/a.py:1:a.b("))
+    call, _, _ = run_converter.convert_command("grep -rnF 'a.b(' pkg", obs("pkg/a.py:1:a.b("))
     assert call.arguments["pattern"] == "a\\.b\\("
-    call, _, _ = explore.convert_command("grep -rnE 'x|y' pkg", obs("pkg/a.py:1:x"))
+    call, _, _ = run_converter.convert_command("grep -rnE 'x|y' pkg", obs("pkg/a.py:1:x"))
     assert call.arguments["pattern"] == "x|y"
 
 
 def test_reads_are_numbered_from_their_start_line_and_keep_nl_numbers():
-    call, out, cut = explore.convert_command("nl -ba pkg/a.py | sed -n '7,8p'", obs("     7\tx = 1\n     8\ty = 2"))
+    call, out, cut = run_converter.convert_command("nl -ba pkg/a.py | sed -n '7,8p'", obs("     7\tx = 1\n     8\ty = 2"))
     assert call.arguments == {"path": "pkg/a.py", "start_line": 7, "end_line": 8}
     assert out.splitlines() == ["     7\tx = 1", "     8\ty = 2"] and not cut
-    call, out, _ = explore.convert_command("cat pkg/a.py", obs("a\nb"))
+    call, out, _ = run_converter.convert_command("cat pkg/a.py", obs("a\nb"))
     assert call.arguments == {"path": "pkg/a.py"} and out.splitlines() == ["     1\ta", "     2\tb"]
     long = "\n".join(f"line {i}" for i in range(300))
-    _, out, cut = explore.convert_command("cat pkg/a.py", obs(long), tools=ToolConfig(max_read_lines=10))
+    _, out, cut = run_converter.convert_command("cat pkg/a.py", obs(long), tools=ToolConfig(max_read_lines=10))
     assert cut and "showing lines 1-10 of 300 in pkg/a.py" in out.splitlines()[-1]
 
 
@@ -77,18 +77,18 @@ def test_reads_are_numbered_from_their_start_line_and_keep_nl_numbers():
     ("ls pkg", "list-not-converted"),
 ])
 def test_what_is_not_pure_exploration_is_not_converted(command, reason):
-    call, why, _ = explore.convert_command(command, obs("pkg/a.py:1:foo"))
+    call, why, _ = run_converter.convert_command(command, obs("pkg/a.py:1:foo"))
     assert call is None and why == reason
 
 
 def test_turns_group_in_parallel_and_split_on_dependencies():
-    g = explore.Converted(0, "", ToolCall("grep", {"pattern": "x"}), "pkg/a.py:1:x", False)
-    h = explore.Converted(1, "", ToolCall("glob", {"pattern": "**/b.py"}), "pkg/b.py", False)
-    r = explore.Converted(2, "", ToolCall("read", {"path": "pkg/a.py"}), "     1\tx", False)
-    turns = explore.group_turns([g, h, r], max_turns=3, per_turn=8)
+    g = run_converter.Converted(0, "", ToolCall("grep", {"pattern": "x"}), "pkg/a.py:1:x", False)
+    h = run_converter.Converted(1, "", ToolCall("glob", {"pattern": "**/b.py"}), "pkg/b.py", False)
+    r = run_converter.Converted(2, "", ToolCall("read", {"path": "pkg/a.py"}), "     1\tx", False)
+    turns = run_converter.group_turns([g, h, r], max_turns=3, per_turn=8)
     assert [[c.call.name for c in t] for t in turns] == [["grep", "glob"], ["read"]]
-    many = [explore.Converted(i, "", ToolCall("grep", {"pattern": f"p{i}"}), "", False) for i in range(30)]
-    turns = explore.group_turns(many, max_turns=3, per_turn=4)
+    many = [run_converter.Converted(i, "", ToolCall("grep", {"pattern": f"p{i}"}), "", False) for i in range(30)]
+    turns = run_converter.group_turns(many, max_turns=3, per_turn=4)
     assert len(turns) <= 3 and all(len(t) <= 4 for t in turns)
 
 
@@ -97,10 +97,10 @@ def test_shipped_runs_become_parseable_demonstrations_without_evaluation_instanc
 
     agent = AgentConfig(max_turns=4, max_calls_per_turn=8, max_observation_tokens=256)
     small = trajectory_dirs()[0]  # the 15-run folder: fast
-    everything, _ = explore.recorded_demonstrations([small], agent)
+    everything, _ = run_converter.recorded_demonstrations([small], agent)
     assert everything, "no demonstration from the shipped runs"
     banned = {everything[0]["instance_id"]}
-    demos, stats = explore.recorded_demonstrations([small], agent, exclude=banned)
+    demos, stats = run_converter.recorded_demonstrations([small], agent, exclude=banned)
     assert stats.runs_excluded_eval == 1 and banned.isdisjoint(d["instance_id"] for d in demos)
     assert len(demos) == len(everything) - 1
     for d in demos:
@@ -125,17 +125,17 @@ def test_replayed_conversions_match_the_live_tools_on_real_snapshots():
     from codegrep.data.tasks import read_tasks
 
     tasks, _ = read_tasks(str(verified_rows_path()))
-    sympy = [p for p in explore.run_files(trajectory_dirs()) if p.name.startswith("sympy__")][:10]
-    frame = explore.replay_fidelity(sympy, RepoResolver(repos_dir=snapshot_repos_dir(), offline=True),
+    sympy = [p for p in run_converter.run_files(trajectory_dirs()) if p.name.startswith("sympy__")][:10]
+    frame = run_converter.replay_fidelity(sympy, RepoResolver(repos_dir=snapshot_repos_dir(), offline=True),
                                     {t.instance_id: t for t in tasks})
-    summary = explore.fidelity_summary(frame).set_index("tool")
+    summary = run_converter.fidelity_summary(frame).set_index("tool")
     assert summary.loc["all", "calls"] >= 5
     assert summary.loc["all", "recall"] > 0.7, summary  # most recorded lines are what the live tool shows
 
 
 def test_episode_limits_come_from_the_profile_and_overrides_are_reported():
     from codegrep.config import load_profile
-    from codegrep.rl.run import episode_config
+    from codegrep.rl.training_run import episode_config
 
     cfg = load_profile("smoke")
     cg = SimpleNamespace(max_turns=None, max_calls_per_turn=None, max_observation_tokens=None, max_issue_chars=None)
@@ -149,7 +149,7 @@ def test_episode_limits_come_from_the_profile_and_overrides_are_reported():
 
 
 def test_manifest_refuses_an_evaluation_instance(tmp_path):
-    from codegrep.rl.run import write_manifest
+    from codegrep.rl.training_run import write_manifest
 
     demos = [{"source": "recorded", "instance_id": "a__b-1"}]
     path = write_manifest(tmp_path, demos, ["t-1"], {"e-1"})
@@ -165,7 +165,7 @@ def test_training_inputs_never_hold_an_evaluation_instance(profile):
     """The ids a run would train on (recorded demonstrations + GRPO prompts) against the evaluation split."""
     from codegrep.config import load_profile
     from codegrep.data.tasks import evaluation_instance_ids, profile_tasks
-    from codegrep.rl.run import episode_config, train_arguments
+    from codegrep.rl.training_run import episode_config, train_arguments
     from codegrep.rl.demos import recorded_demonstrations
 
     cfg = load_profile(profile)

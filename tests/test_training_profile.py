@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from codegrep.config import load_profile, notebook_profile, project_root
-from codegrep.rl import run
+from codegrep.rl import training_run
 
 
 def _same(a, b) -> bool:
@@ -20,14 +20,14 @@ def _same(a, b) -> bool:
 @pytest.mark.parametrize("profile", ["ci", "smoke"])
 def test_in_process_arguments_equal_the_command_lines(profile):
     cfg = load_profile(profile)
-    yaml_path = run.profile_train_yaml(cfg)
-    assert _same(run.train_arguments(cfg), run.parse_train_args(yaml_path, {"profile": cfg["profile"]}))
+    yaml_path = training_run.profile_train_yaml(cfg)
+    assert _same(training_run.train_arguments(cfg), training_run.parse_train_args(yaml_path, {"profile": cfg["profile"]}))
     over = {"seed": 2, "efficiency_layer": "reward", "lambda_grid": [0.1, 0.2], "train_task_ids": ["a", "b"],
             "save_final_model": False, "save_strategy": "no", "kl_probe_every": 2, "max_turns": 2}
-    assert _same(run.train_arguments(cfg, over), run.parse_train_args(yaml_path, {**over, "profile": cfg["profile"]}))
+    assert _same(training_run.train_arguments(cfg, over), training_run.parse_train_args(yaml_path, {**over, "profile": cfg["profile"]}))
     for other in ("study", "mechanism"):  # the ablation's and the study's train YAMLs, on the profile they name
         path = project_root() / "configs" / "train" / f"{other}.yaml"
-        assert _same(run.train_arguments(cfg, {}, path), run.parse_train_args(path, {"profile": cfg["profile"]}))
+        assert _same(training_run.train_arguments(cfg, {}, path), training_run.parse_train_args(path, {"profile": cfg["profile"]}))
 
 
 def test_a_notebook_override_of_an_episode_limit_reaches_the_training_episode():
@@ -35,17 +35,17 @@ def test_a_notebook_override_of_an_episode_limit_reaches_the_training_episode():
     ``agent.max_calls_per_turn``: the rollouts GRPO plays use them, and config.json's record says so."""
     base = load_profile("smoke")
     cfg = notebook_profile("smoke", {"agent.max_turns": base["agent"]["max_turns"] + 2, "agent.max_calls_per_turn": 3})
-    args = run.train_arguments(cfg)
-    inputs = run.training_inputs(cfg, args.codegrep)
-    rollout = run.rollout_runner(inputs, *args)
+    args = training_run.train_arguments(cfg)
+    inputs = training_run.training_inputs(cfg, args.codegrep)
+    rollout = training_run.rollout_runner(inputs, *args)
     assert rollout.agent.max_turns == base["agent"]["max_turns"] + 2 and rollout.agent.max_calls_per_turn == 3
     assert inputs.episode["used"]["max_turns"] == rollout.agent.max_turns and inputs.episode["training_overrides"] == {}
     assert rollout.cost_scales[0] == rollout.agent.max_turns  # the efficiency budget follows the same limit
     # a training-only override set from the notebook (train.*) wins over agent: for training, and is recorded
     cfg = notebook_profile("smoke", {"agent.max_calls_per_turn": 3, "train.max_turns": 2})
-    args = run.train_arguments(cfg)
-    inputs = run.training_inputs(cfg, args.codegrep)
-    rollout = run.rollout_runner(inputs, *args)
+    args = training_run.train_arguments(cfg)
+    inputs = training_run.training_inputs(cfg, args.codegrep)
+    rollout = training_run.rollout_runner(inputs, *args)
     assert (rollout.agent.max_turns, rollout.agent.max_calls_per_turn) == (2, 3)
     assert inputs.episode["training_overrides"] == {"max_turns": 2}
     assert inputs.episode["profile"]["max_turns"] == base["agent"]["max_turns"]
@@ -55,17 +55,17 @@ def test_train_command_trains_the_profile_it_is_given(tmp_path, monkeypatch):
     """A profile YAML whose train.config names configs/train/ci.yaml (which says ``profile: ci``): the run is that
     profile's (its agent section reaches training); a train YAML given directly names its profile."""
     seen = {}
-    monkeypatch.setattr(run, "train", lambda cfg, args: seen.update(cfg=cfg, args=args) or tmp_path)
+    monkeypatch.setattr(training_run, "train", lambda cfg, args: seen.update(cfg=cfg, args=args) or tmp_path)
     mine = yaml.safe_load((project_root() / "configs" / "ci.yaml").read_text())
     mine["profile"] = "mine"
     mine["agent"]["max_calls_per_turn"] = 5
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(mine))
-    run.train_command(str(path), {"seed": 4})
+    training_run.train_command(str(path), {"seed": 4})
     assert Path(seen["cfg"]["_source"]) == path and seen["cfg"]["agent"]["max_calls_per_turn"] == 5
     assert seen["args"].codegrep.profile == "mine" and seen["args"].grpo.seed == 4
     assert seen["args"].codegrep.run_name(4) == "mine-advantage-lam0.1-s4"
-    run.train_command(str(project_root() / "configs" / "train" / "ci.yaml"))
+    training_run.train_command(str(project_root() / "configs" / "train" / "ci.yaml"))
     assert seen["cfg"]["profile"] == "ci" and seen["cfg"]["agent"]["max_calls_per_turn"] != 5
 
 
@@ -74,7 +74,7 @@ def test_every_episode_limit_is_defined_by_the_profile(profile):
     """One place defines each episode limit: every shipped profile's agent: section sets all of them, so
     ``AgentConfig``'s defaults never decide an episode; a train YAML may only override them for training
     (recorded in config.json), and never sets ``demo_max_turns`` (derived by the ablation)."""
-    from codegrep.rl.run import EPISODE_KEYS
+    from codegrep.rl.training_run import EPISODE_KEYS
 
     cfg = load_profile(profile)
     assert set(EPISODE_KEYS) <= set(cfg["agent"]), sorted(set(EPISODE_KEYS) - set(cfg["agent"]))

@@ -77,7 +77,7 @@ def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | No
 def cmd_downstream(args: argparse.Namespace) -> int:
     from codegrep.config import load_profile, section
     from codegrep.downstream.factory import make_agent
-    from codegrep.downstream.run import load_candidates, paired_compare, read_results, run_downstream, summarize
+    from codegrep.downstream.agent_runs import load_candidates, paired_compare, read_results, run_downstream, summarize
 
     cfg = load_profile(args.profile, args.set)
     ds = section(cfg, "downstream")
@@ -177,7 +177,7 @@ def cmd_hint_experiment(args: argparse.Namespace, cfg: dict[str, Any], ds: dict[
     from codegrep.downstream.factory import make_agent
     from codegrep.downstream.hints import HintExperimentConfig, run_experiment, summarize_hint_experiment
     from codegrep.downstream.mini_swe_agent import MiniSweAgentConfig
-    from codegrep.downstream.run import load_candidates
+    from codegrep.downstream.agent_runs import load_candidates
     from codegrep.downstream.verify import Verifier, VerifyConfig
 
     if args.agent != "mini-swe-agent":

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from codegrep.env import textops
-from codegrep.env.base import Listing, ToolEnvironmentBase
+from codegrep.env.repo_view import Listing, ToolEnvironmentBase
 from codegrep.env.blobstore import BlobStore, store_for
 from codegrep.env.config import ToolConfig
 from codegrep.env.contract import ToolError

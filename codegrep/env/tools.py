@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from codegrep.env.base import ToolEnvironmentBase
+from codegrep.env.repo_view import ToolEnvironmentBase
 from codegrep.env.config import ENV_OTHER_KEYS, ToolConfig
 from codegrep.env.contract import ENV_MODES, TOOL_NAMES, ToolCall, ToolError, ToolResult
 from codegrep.env.gitobjects import GitObjectEnvironment

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from codegrep.env import textops
-from codegrep.env.base import Listing, ToolEnvironmentBase
+from codegrep.env.repo_view import Listing, ToolEnvironmentBase
 from codegrep.env.config import ToolConfig
 from codegrep.env.contract import ToolError
 from codegrep.env.procs import find_rg, run_capped

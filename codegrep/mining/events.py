@@ -68,7 +68,7 @@ def in_repo(path: str | None) -> bool:
 
 def event_call(event: Event, *, default_glob: str | None = "*", skip_artifacts: bool = True) -> ToolCall | None:
     """The grep/glob/read call standing for one exploration event (None for the rest): the one mapping used by
-    the demonstrations (``codegrep.mining.demos``) and the recorded-run converter (``codegrep.mining.explore``).
+    the demonstrations (``codegrep.mining.demos``) and the recorded-run converter (``codegrep.mining.run_converter``).
 
     The two callers differ in two explicit ways. ``default_glob``: the pattern a ``find`` without a name stands for
     (demonstrations: ``*``, any file); None maps it to no call (the converter must rebuild the live tool's answer

@@ -167,7 +167,7 @@ def bench_real(tasks_source: str = "verified", limit: int | None = None) -> dict
     from codegrep.retrievers.evaluate import precision_at
     from codegrep.retrievers.lexical import BM25Config, build_index
     from codegrep.retrievers.plain import PlainBM25Retriever
-    from codegrep.retrievers.service import load_task_source
+    from codegrep.retrievers.entrypoints import load_task_source
 
     from codegrep.retrievers import lexical
 

@@ -36,7 +36,7 @@ def _issue_text(args: argparse.Namespace) -> str:
 def _retrieve(args: argparse.Namespace) -> int:
     from codegrep.config import load_profile
     from codegrep.retrievers.registry import make_retriever
-    from codegrep.retrievers.service import retrieve_in_repo
+    from codegrep.retrievers.entrypoints import retrieve_in_repo
 
     cfg = load_profile(args.profile)
     retriever = make_retriever(args.retriever, cfg, **_overrides(args))
@@ -57,7 +57,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from codegrep.errors import output_file
     from codegrep.retrievers.evaluate import evaluate, read_rows
     from codegrep.retrievers.registry import make_retriever
-    from codegrep.retrievers.service import load_task_source
+    from codegrep.retrievers.entrypoints import load_task_source
 
     from codegrep.errors import refuse_overwriting_inputs
 

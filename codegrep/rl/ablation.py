@@ -33,7 +33,7 @@ from codegrep.artifacts import runs_dir
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.rl.advantages import advantage_parts, tied_groups
 from codegrep.rl.paired import endpoint
-from codegrep.rl.run import train, train_arguments
+from codegrep.rl.training_run import train, train_arguments
 from codegrep.rl.training_stage import main_run_dir, metrics_frame
 from codegrep.errors import atomic_write, write_atomic
 
@@ -49,7 +49,7 @@ MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the 
 def _main_turns(cfg: dict[str, Any], cg: Any) -> int:
     """The main run's max_turns on profile ``cfg``: the train YAML's training-only override, else the profile's
     agent section."""
-    from codegrep.rl.run import episode_config
+    from codegrep.rl.training_run import episode_config
 
     return episode_config(cfg, cg)[0].max_turns
 
@@ -118,7 +118,7 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
     summary_path = out / "pool.json"
     if summary_path.is_file():
         return json.loads(summary_path.read_text())
-    from codegrep.rl.run import build_trainer
+    from codegrep.rl.training_run import build_trainer
 
     out.mkdir(parents=True, exist_ok=True)
     trainer = build_trainer(cfg, scg, sgrpo, out)

@@ -7,7 +7,7 @@ from typing import Any
 
 def _train(args: argparse.Namespace) -> int:
     from codegrep.config import parse_overrides
-    from codegrep.rl.run import train_command
+    from codegrep.rl.training_run import train_command
 
     overrides: dict[str, Any] = parse_overrides(args.set or [])
     for key in ("efficiency_layer", "efficiency_lambda", "seed", "out", "name", "max_steps"):

@@ -7,7 +7,7 @@
   was shown in an observation, and every pattern is in the visible issue (:func:`rejection_reason`). Several
   variants per task (how many terms, which ones), tasks in a seeded order. Not a model's output: labelled
   ``synthetic`` wherever used.
-* ``recorded``: real mini-swe-agent runs converted by :mod:`codegrep.mining.explore`, kept only where the
+* ``recorded``: real mini-swe-agent runs converted by :mod:`codegrep.mining.run_converter`, kept only where the
   discovery steps are (:func:`discovery_kept`: every path read and the first file submitted were shown by an
   observation or named in the visible issue); runs on evaluation instances are never read.
 * ``catm``: demonstrations mined by the CATM stage (``codegrep.mining.catm``).
@@ -175,11 +175,11 @@ def catm_demonstrations(cfg: dict[str, Any], artifacts: Path) -> list[dict[str, 
 
 def recorded_demonstrations(cg: Any, cfg: dict[str, Any], agent: AgentConfig,
                             exclude: set[str]) -> list[dict[str, Any]]:
-    """Real recorded runs as demonstrations (``codegrep.mining.explore``), only those whose discovery steps are
+    """Real recorded runs as demonstrations (``codegrep.mining.run_converter``), only those whose discovery steps are
     kept (:func:`discovery_kept`); ``exclude`` runs are never read."""
     from codegrep.data.shipped import trajectory_dirs
     from codegrep.env.tools import ToolConfig
-    from codegrep.mining.explore import ConvertConfig, recorded_demonstrations as convert
+    from codegrep.mining.run_converter import ConvertConfig, recorded_demonstrations as convert
 
     demos, _ = convert(cg.recorded_runs or trajectory_dirs(), agent, exclude=exclude,
                        config=ConvertConfig(max_calls=cg.recorded_max_calls),

@@ -196,7 +196,7 @@ def _policy(cg: Any, cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         return {}, {"kind": "train YAML model", "model": str(cg.model)}
     from codegrep.config import cache_dir
     from codegrep.data.tasks import profile_tasks
-    from codegrep.rl.run import episode_config
+    from codegrep.rl.training_run import episode_config
     from codegrep.rl.tiny_policy import build_tiny_policy, format_pretrain
 
     path = build_tiny_policy(cache_dir() / "models")  # built once per machine, offline
@@ -215,7 +215,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     ranges (``first_seed``), e.g. on a machine with spare cores."""
     from codegrep.config import load_profile
     from codegrep.rl.ablation import _finished_with, _key, _settings, screen_pool
-    from codegrep.rl.run import parse_train_args, train, train_arguments, train_config_path
+    from codegrep.rl.training_run import parse_train_args, train, train_arguments, train_config_path
     from codegrep.rl.training_stage import metrics_frame
 
     started = time.time()

@@ -73,7 +73,7 @@ class CodeGrepArgs:
     warm_start: bool = field(default=True, metadata={"help": "Supervised warm start on demonstrations first."})
     sft_sources: list[str] = field(default_factory=lambda: ["synthetic"], metadata={
         "help": "Demonstrations: 'synthetic' (oracle-guided scripted episodes on the docstring train split), "
-                "'recorded' (real mini-swe-agent runs converted by codegrep.mining.explore) and/or 'catm'. "
+                "'recorded' (real mini-swe-agent runs converted by codegrep.mining.run_converter) and/or 'catm'. "
                 "With several sources and sft_max_demos, they are taken in turn (equal shares)."})
     recorded_runs: list[str] | None = field(default=None, metadata={
         "help": "Folders/files of recorded mini-swe-agent runs for 'recorded' (null = the shipped 400 runs). "

@@ -3,7 +3,7 @@ the data ablation and the verdict.
 
 Every function reuses finished runs (``done.json``) and cached evaluation rows, so a notebook re-run
 only computes what is missing. Evaluation always uses the profile's ``agent:`` section (the episode
-limits training also reads, :func:`codegrep.rl.run.episode_config`) on the profile's ``eval`` split.
+limits training also reads, :func:`codegrep.rl.training_run.episode_config`) on the profile's ``eval`` split.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from codegrep.artifacts import runs_dir
-from codegrep.rl.run import train, train_arguments
+from codegrep.rl.training_run import train, train_arguments
 from codegrep.rl.trainer import read_metrics
 from codegrep.quiet import show_bar
 
@@ -293,7 +293,7 @@ def data_ablation(cfg: dict[str, Any], artifacts: str | Path, limit: int | None 
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig
     from codegrep.retrievers.evaluate import profile_evaluation
-    from codegrep.rl.run import episode_config, evaluation_ids_of, initial_policy
+    from codegrep.rl.training_run import episode_config, evaluation_ids_of, initial_policy
 
     cg, grpo = train_arguments(cfg)
     cg.warm_start_dir = cg.warm_start_dir or str(runs_dir(artifacts, cg.out) / "_warm_start")
@@ -328,8 +328,8 @@ def recorded_data_report(cfg: dict[str, Any], fidelity_runs: int | None = None) 
     from codegrep.data.shipped import snapshot_repos_dir, trajectory_dirs, verified_rows_path
     from codegrep.data.tasks import read_tasks
     from codegrep.env.tools import ToolConfig
-    from codegrep.mining.explore import ConvertConfig, fidelity_summary, recorded_demonstrations, replay_fidelity
-    from codegrep.rl.run import episode_config, evaluation_ids_of
+    from codegrep.mining.run_converter import ConvertConfig, fidelity_summary, recorded_demonstrations, replay_fidelity
+    from codegrep.rl.training_run import episode_config, evaluation_ids_of
 
     cg, _ = train_arguments(cfg)
     agent, _ = episode_config(cfg, cg)
