@@ -1,6 +1,6 @@
 """The one helper notebooks save through: figures (PNG + SVG), tables (parquet), JSON, headlines.
 
-Every file is written through ``codegrep.errors.atomic_write`` (a temporary sibling renamed into place).
+Every file is written through ``codegrep.files.atomic_write`` (a temporary sibling renamed into place).
 
 Headlines are the few numbers a notebook's last cell records; ``codegrep report`` and the tests
 read them back from ``<artifacts>/headlines/<notebook>.json``.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codegrep.errors import atomic_write, write_atomic
+from codegrep.files import atomic_write, write_atomic
 
 
 def _jsonable(obj: Any) -> Any:

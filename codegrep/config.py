@@ -18,7 +18,8 @@ from typing import Any, Iterable, Mapping, TypeVar
 
 import yaml
 
-from codegrep.errors import UserError, read_text
+from codegrep.errors import UserError
+from codegrep.files import read_text
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import yaml
 
 from codegrep.config import check_keys, check_profile, load_profile, project_root, seed_everything, where
-from codegrep.errors import write_atomic
+from codegrep.files import write_atomic
 
 NOTEBOOKS = ("01_mining", "02_environment", "03_training", "04_ablation",
              "05_precision_threshold", "06_downstream_eval")
@@ -173,7 +173,7 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     root = project_root()
     notebooks_dir = Path(notebooks_dir or root / "notebooks")
     out = Path(out or root).resolve()
-    from codegrep.errors import output_dir
+    from codegrep.files import output_dir
 
     for d in (out, out / "artifacts" / "notebooks", out / "figures"):  # a file in the way fails before any work
         output_dir(d, "--out")

@@ -23,7 +23,8 @@ from typing import Any
 from codegrep.claims import Results, markdown_table, summary_rows
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.report_tables import CAPTIONS, agent_vs_bm25_figure, downstream_table, precision_table
-from codegrep.errors import UserError, write_atomic
+from codegrep.errors import UserError
+from codegrep.files import write_atomic
 
 KINDS = {"run": "measured", "measured": "measured", "model": "MODEL", "fit": "FIT", "simulation": "SIMULATION"}
 """How the report marks what produced a number (the same words as ``codegrep.plots.SOURCES``)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from codegrep.claims import PTS, Results, finite, fmt, with_interval
 from codegrep.paper import PAPER_REFERENCE
-from codegrep.errors import atomic_write
+from codegrep.files import atomic_write
 
 RETRIEVERS = {
     "oracle": "the gold files (precision 1 at the gold set size): an upper bound, not a retriever",

@@ -577,7 +577,8 @@ def test_atomic_write_on_a_full_disk_keeps_the_previous_file(tmp_path, monkeypat
     the error names the file, the previous content stays, and no temporary file is left."""
     import errno
 
-    from codegrep.errors import UserError, atomic_write, user_message
+    from codegrep.errors import UserError, user_message
+    from codegrep.files import atomic_write
 
     path = tmp_path / "out.jsonl"
     path.write_text("previous\n")

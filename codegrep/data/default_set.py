@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from codegrep.config import cache_dir
-from codegrep.errors import atomic_write, write_atomic
+from codegrep.files import atomic_write, write_atomic
 from codegrep.data.paths import is_test_path
 from codegrep.data.repos import commit_snapshot
 from codegrep.data.docstrings import (Docstring, find_docstrings, mask_code_names, plain_words, restore_diff,

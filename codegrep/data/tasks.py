@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from codegrep.errors import MAX_JSON_DEPTH, UserError, atomic_write, json_loads, read_text
+from codegrep.errors import UserError
+from codegrep.files import MAX_JSON_DEPTH, atomic_write, json_loads, read_text
 from codegrep.data.patches import FileChange, gold_files_from_patch, patch_changes, patch_files  # noqa: F401
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegrep.downstream.agents import DownstreamResult
-from codegrep.errors import atomic_write
+from codegrep.files import atomic_write
 from codegrep.metrics import bootstrap_ci, dedupe, paired_bootstrap_diff
 from codegrep.quiet import show_bar
 

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from codegrep.errors import positive_int, write_atomic
+from codegrep.argtypes import positive_int
+from codegrep.files import write_atomic
 
 
 def register(subparsers: Any) -> None:

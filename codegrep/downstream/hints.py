@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from codegrep.data.tasks import Task
-from codegrep.errors import write_atomic, write_errors
+from codegrep.files import write_atomic, write_errors
 from codegrep.quiet import show_bar
 
 NO_HINT = "none"

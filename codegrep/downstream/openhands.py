@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from codegrep.data.tasks import Task
-from codegrep.errors import write_atomic
+from codegrep.files import write_atomic
 from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
                                        resolved_from_report)
 

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from codegrep.data.gitcmd import detached_worktree, run as run_git
 from codegrep.data.tasks import Task
-from codegrep.errors import write_atomic
+from codegrep.files import write_atomic
 
 RESOLVED_FULL = "RESOLVED_FULL"
 

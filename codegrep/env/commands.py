@@ -4,13 +4,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from codegrep.errors import positive_float
+from codegrep.argtypes import positive_float
 
 
 def _parse_calls(text: str) -> list:
     from codegrep.env.tools import ToolCall
 
-    from codegrep.errors import json_loads
+    from codegrep.files import json_loads
 
     try:
         data = json_loads(text, "CALLS")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from codegrep.data.gitcmd import git, resolve_commit
-from codegrep.errors import write_atomic
+from codegrep.files import write_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from codegrep.errors import atomic_write, write_atomic
+from codegrep.files import atomic_write, write_atomic
 from codegrep.mining import inputs
 from codegrep.mining.records import SupervisionRecord
 from codegrep.mining.runner import MineOptions, _results, mine_files

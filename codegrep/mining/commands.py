@@ -44,7 +44,7 @@ def _mine(args: argparse.Namespace) -> int:
     check_output(args.out, "--out")
     demos = args.demonstrations or (args.out[:-6] if args.out.endswith(".jsonl") else args.out) + ".demos.jsonl"
     check_output(demos, "--demonstrations")
-    from codegrep.errors import refuse_overwriting_inputs
+    from codegrep.files import refuse_overwriting_inputs
 
     refuse_overwriting_inputs({"--out": args.out, "--demonstrations": demos},  # before anything is read or opened
                               {"--tasks": args.tasks, **{str(p): p for p in args.paths}})

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
-from codegrep.errors import MAX_JSON_DEPTH
+from codegrep.files import MAX_JSON_DEPTH
 
 EMBEDDED = "embedded"
 SUFFIXES = (".jsonl", ".json", ".traj", ".parquet")

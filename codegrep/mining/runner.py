@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from codegrep.errors import atomic_write, refuse_overwriting_inputs
+from codegrep.files import atomic_write, refuse_overwriting_inputs
 from codegrep.mining import inputs
 from codegrep.mining.formats import parse_row
 

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from codegrep.errors import positive_int
+from codegrep.argtypes import positive_int
 
 NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random", "bm25-plain")
 
@@ -23,7 +23,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def _issue_text(args: argparse.Namespace) -> str:
-    from codegrep.errors import read_text
+    from codegrep.files import read_text
 
     text = sys.stdin.read() if args.issue == "-" else args.issue
     if args.issue_file:
@@ -54,12 +54,12 @@ def _retrieve(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from codegrep.config import load_profile
-    from codegrep.errors import output_file
+    from codegrep.files import output_file
     from codegrep.retrievers.evaluate import evaluate, read_rows
     from codegrep.retrievers.registry import make_retriever
     from codegrep.retrievers.entrypoints import load_task_source
 
-    from codegrep.errors import refuse_overwriting_inputs
+    from codegrep.files import refuse_overwriting_inputs
 
     refuse_overwriting_inputs({"--out": args.out}, {"--tasks": args.tasks, "--profile": args.profile})
     read_rows(output_file(args.out))  # a directory, or a corrupt resume file, fails before any work

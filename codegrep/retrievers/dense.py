@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codegrep.data.tasks import Task
-from codegrep.errors import atomic_write, write_atomic
+from codegrep.files import atomic_write, write_atomic
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
                                         read_text, snapshot_key)

@@ -195,7 +195,8 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
     Every row is checked (JSON object, ``instance_id``, the types of ``ROW_TYPES``) before anything is reused;
     a bad row is an error naming ``file:line``, except the partial last row a killed run left (dropped).
     """
-    from codegrep.errors import UserError, output_file
+    from codegrep.errors import UserError
+    from codegrep.files import output_file
 
     rows: dict[str, dict[str, Any]] = {}
     if not output_file(path, "results file").is_file():
@@ -256,7 +257,7 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
 
     from tqdm.auto import tqdm
 
-    from codegrep.errors import atomic_write, write_errors
+    from codegrep.files import atomic_write, write_errors
 
     tasks = list(tasks)[:limit] if limit else list(tasks)
     out_path = Path(out_path)
@@ -383,7 +384,7 @@ def profile_evaluation(cfg: dict[str, Any], retriever_name: str, split: str | No
 
 def _move_stale(path: Path, meta: dict[str, Any]) -> None:
     """Keep ``path`` only when it was made with the same settings (recorded in ``<name>.meta.json``)."""
-    from codegrep.errors import write_atomic
+    from codegrep.files import write_atomic
 
     meta_path = path.with_suffix(".meta.json")
     wanted = json.dumps(meta, sort_keys=True, default=str)

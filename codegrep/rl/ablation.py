@@ -35,7 +35,7 @@ from codegrep.rl.advantages import advantage_parts, tied_groups
 from codegrep.rl.paired import endpoint
 from codegrep.rl.training_run import train, train_arguments
 from codegrep.rl.training_stage import main_run_dir, metrics_frame
-from codegrep.errors import atomic_write, write_atomic
+from codegrep.files import atomic_write, write_atomic
 
 # The paper: advantage-layer KL drift is "about a third" of the reward layer's (a labelled reference, never a result).
 PAPER_KL_RATIO = PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]

@@ -50,7 +50,7 @@ def _study(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from codegrep.errors import non_negative_float, non_negative_int, positive_int
+    from codegrep.argtypes import non_negative_float, non_negative_int, positive_int
     from codegrep.rl.advantages import LAYERS
     p = subparsers.add_parser(
         "train", help="warm-start (SFT) and GRPO-train the retrieval agent (TRL); see docs/training.md",
@@ -114,7 +114,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def register_bench(bench_subparsers: Any) -> None:
     from codegrep.agent.precision import PRECISIONS
-    from codegrep.errors import positive_int
+    from codegrep.argtypes import positive_int
     p = bench_subparsers.add_parser(
         "train", help="SFT / GRPO generation / loss tokens/s of the 135M policy: all-off baseline vs fast path, "
                       "beside the FLOP/s and memory-bandwidth limits",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.rl.trainer import read_metrics
-from codegrep.errors import write_atomic
+from codegrep.files import write_atomic
 
 CARD = """---
 library_name: transformers

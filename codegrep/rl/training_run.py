@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 from codegrep.config import ConfigError, check_fields, load_profile, load_yaml, project_root, section, seed_everything
-from codegrep.errors import write_atomic
+from codegrep.files import write_atomic
 
 DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/smoke.yaml",
                          "paper": "configs/train/paper.yaml"}
@@ -43,7 +43,7 @@ def train_config_path(config: str | Path) -> Path:
 
 def _is_train_yaml(config: str | Path) -> bool:
     """Whether ``config`` is a train YAML (a mapping without a ``train:`` section) rather than a profile."""
-    from codegrep.errors import read_text
+    from codegrep.files import read_text
 
     p = Path(config)
     if p.suffix not in (".yaml", ".yml") or not p.exists():
@@ -116,7 +116,7 @@ def train_arguments(cfg: dict[str, Any], overrides: dict[str, Any] | None = None
     """
     from trl import GRPOConfig, TrlParser
 
-    from codegrep.errors import read_text
+    from codegrep.files import read_text
     from codegrep.rl.trainer import CodeGrepArgs
 
     path = Path(config) if config is not None else profile_train_yaml(cfg)

@@ -84,7 +84,7 @@ def run_bench(args: argparse.Namespace) -> int:
                        repo=args.repo, seed=args.seed)
     text = json.dumps(result, indent=2)
     if args.out:
-        from codegrep.errors import write_atomic
+        from codegrep.files import write_atomic
 
         write_atomic(args.out, text + "\n")
     print(text)

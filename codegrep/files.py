@@ -1,0 +1,214 @@
+"""Files at the edges: reading user files (one clear line on failure), checked output paths, atomic writes
+that never replace an input, and JSON with a depth limit. Errors are ``codegrep.errors.UserError``."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from glob import escape as glob_escape
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+from codegrep.errors import UserError
+
+
+# ------------------------------------------------------------------------------------ checks at the edges
+
+
+def read_text(path: str | os.PathLike, what: str = "file") -> str:
+    """A text file's content as UTF-8; a missing file, a directory or undecodable bytes name the file.
+
+    >>> read_text("/nonexistent/tasks.jsonl", "tasks file")
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: tasks file not found: /nonexistent/tasks.jsonl
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{what} {p}: is a directory, not a file")
+    if not p.exists():
+        raise UserError(f"{what} not found: {p}")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def output_file(path: str | os.PathLike, what: str = "--out") -> Path:
+    """Check that ``path`` can be a file to write: not a directory, its parent not a file."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{what} {p}: is a directory, expected a file path")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{what} {p}: {parent} is a file, not a directory")
+            break
+    return p
+
+
+def output_dir(path: str | os.PathLike, what: str = "--out") -> Path:
+    """Check that ``path`` can be a directory to write into: not an existing file (nor under one)."""
+    p = Path(path)
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                raise UserError(f"{what} {p}: {q} is a file, expected a directory")
+            break
+    return p
+
+
+# --------------------------------------------------------------------- outputs: atomic, never over an input
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (same resolved path, or the same inode through a link)."""
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_overwriting_inputs(outputs: dict[str, "str | os.PathLike | None"],
+                              inputs: dict[str, "str | os.PathLike | None"]) -> None:
+    """Refuse, before anything is opened, an output that is one of the inputs or another output.
+
+    Keys are what the user typed (``--out``, ``--tasks``, ``input 2``); values are paths (None: not given).
+
+    >>> refuse_overwriting_inputs({"--out": "a.jsonl"}, {"--tasks": "a.jsonl"})
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: --out a.jsonl: is also an input (--tasks); refusing to overwrite an input (give another --out)
+    >>> refuse_overwriting_inputs({"--out": "r.jsonl", "--demonstrations": "r.jsonl"}, {})
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: --demonstrations r.jsonl: is the same file as --out; give two different paths
+    """
+    outs = [(k, Path(v)) for k, v in outputs.items() if v is not None]
+    for i, (flag, out) in enumerate(outs):
+        for flag2, out2 in outs[:i]:
+            if _same(out, out2):
+                raise UserError(f"{flag} {out}: is the same file as {flag2}; give two different paths")
+        for name, src in inputs.items():
+            if src is not None and _same(out, Path(src)):
+                raise UserError(f"{flag} {out}: is also an input ({name}); refusing to overwrite an input "
+                                f"(give another {flag})")
+
+
+def _write_error(path: Path, exc: OSError) -> UserError:
+    return UserError(f"{path}: cannot write ({exc.strerror or exc}); nothing was replaced: the previous {path.name} "
+                     "(if any) is as it was")
+
+
+def _label(path: Path, label: "str | os.PathLike | None") -> Path:
+    return Path(label) if label is not None else path
+
+
+@contextlib.contextmanager
+def write_errors(path: "str | os.PathLike", note: str = "") -> Iterator[None]:
+    """Turn an ``OSError`` of writing ``path`` that names no file (no space, file too large: ``write`` and
+    ``flush`` do not say which file) into a :class:`UserError` naming ``path`` (and ``note``)."""
+    try:
+        yield
+    except OSError as exc:
+        if getattr(exc, "filename", None) is not None:
+            raise
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc}){note}") from None
+
+
+@contextlib.contextmanager
+def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.PathLike | None" = None,
+                 **open_kwargs: Any) -> Iterator[IO]:
+    """Write ``path`` through a temporary sibling renamed into place on success: a reader (or a killed or
+    failed run) sees the previous file whole or the new one whole, never half of one.
+
+    The one helper every output of the package goes through. A failure to write (no space, file too large,
+    permission) is a :class:`UserError` naming ``path`` (or ``label``, the file the user knows, when ``path`` is a
+    hidden working file); on any failure the temporary file is removed.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "x.txt"
+    >>> with atomic_write(p, "w") as fh:
+    ...     _ = fh.write("whole")
+    >>> p.read_text(), sorted(q.name for q in p.parent.iterdir())
+    ('whole', ['x.txt'])
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{_label(p, label)}: cannot create its directory ({exc.strerror or exc})") from None
+    _remove_dead_temporaries(p)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        fh = open(tmp, mode, **open_kwargs)
+    except OSError as exc:
+        raise _write_error(_label(p, label), exc) from None
+    try:
+        with fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if getattr(exc, "filename", None) is not None and exc.filename != str(tmp):
+            raise  # an error of another file (an input read while writing) names itself
+        raise _write_error(_label(p, label), exc) from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _remove_dead_temporaries(path: Path) -> None:
+    """Remove the temporary siblings of ``path`` that killed runs left (their process no longer exists)."""
+    try:
+        leftovers = list(path.parent.glob(f".{glob_escape(path.name)}.*.tmp"))
+    except OSError:
+        return
+    for tmp in leftovers:
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        except OSError:  # alive, owned by another user
+            pass
+
+
+def write_atomic(path: "str | os.PathLike", data: "str | bytes") -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically (:func:`atomic_write`); returns the path."""
+    with atomic_write(path, "wb") as fh:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)
+
+
+# ------------------------------------------------------------------------------- parsers with a depth limit
+
+
+def json_loads(data: "str | bytes", source: str) -> Any:
+    """``json.loads`` whose nesting-depth failure (``RecursionError``) is one ``UserError`` naming ``source``;
+    other malformed JSON raises ``json.JSONDecodeError`` as usual (the caller words it with its line).
+
+    >>> json_loads("[" * 100_000 + "]" * 100_000, "t.json")
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: t.json: JSON nested too deeply (more than 900 levels); refusing to read it
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise UserError(f"{source}: JSON nested too deeply (more than {MAX_JSON_DEPTH} levels); "
+                        "refusing to read it") from None
+
+
+MAX_JSON_DEPTH = 900
+"""Nesting the JSON parsers accept (Python's own recursion limit, about 1000, is what stops them)."""
