@@ -1,4 +1,8 @@
-"""One training run end to end: parse (TrlParser), warm start, GRPO, metrics, final policy.
+"""One training run end to end: arguments, warm start, GRPO, metrics, final policy.
+
+The resolved profile is passed down as an object: ``train(cfg, args)`` with ``args = train_arguments(cfg, ...)``
+(notebooks, the ablation, the study) or :func:`parse_train_args` (TRL's TrlParser: the ``codegrep train`` command
+line, :func:`train_command`, which loads its profile once). Nothing below re-reads a profile from a path.
 
 Run directory ``<out>/<name>/``: ``config.json`` (both argument sets), ``versions.json``,
 ``metrics.jsonl`` (one row per step), ``checkpoints/checkpoint-N`` (for ``--resume``),
