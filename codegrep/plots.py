@@ -177,10 +177,12 @@ def paired_scatter(ax: Any, a: Iterable[float], b: Iterable[float], name_a: str,
     ax.set_ylabel(name_a)
 
 
-def draw(specs: dict[str, tuple[Any, str, Any]], result: Any, out: Any, names: Iterable[str] = ()) -> dict[str, Any]:
+def draw(specs: dict[str, tuple[Any, str, Any]], result: Any, out: Any, names: Iterable[str] = (),
+         absent: Iterable[str] = ()) -> dict[str, Any]:
     """A stage's ``figures(result, out, *names)``: draw each named figure of ``specs`` (all when ``names`` is empty)
     and save it through ``out.figure``. ``specs`` maps a name to ``(draw(result) -> Figure, file name, note)``,
-    ``note`` being text stamped on the figure, a function of ``result`` giving it, or None.
+    ``note`` being text stamped on the figure, a function of ``result`` giving it, or None. Figures in ``absent``
+    have no data in this run (an optional part that did not run): they are not drawn (the stage's text says why).
 
     >>> class Out:
     ...     def figure(self, fig, name, note=None): self.saved = (fig, name, note)
@@ -193,13 +195,15 @@ def draw(specs: dict[str, tuple[Any, str, Any]], result: Any, out: Any, names: I
     Traceback (most recent call last):
     ...
     ValueError: unknown figure(s) ['b']; this stage draws ['a']
+    >>> draw({"a": (str, "01_a", None)}, 3, out, ["a"], absent=["a"])
+    {}
     """
     names = list(names) or list(specs)
     unknown = [n for n in names if n not in specs]
     if unknown:
         raise ValueError(f"unknown figure(s) {unknown}; this stage draws {list(specs)}")
     drawn = {}
-    for name in names:
+    for name in (n for n in names if n not in set(absent)):
         func, file_name, note = specs[name]
         drawn[name] = func(result)
         out.figure(drawn[name], file_name, note=note(result) if callable(note) else note)

@@ -34,6 +34,8 @@ def test_notebook_calls_its_stage_through_the_three_functions(name):
     assert "out.headline(stage.NOTEBOOK, **stage.headline(result))" in code_cells(name)[-1]
     assert not re.search(r"\bplt\.|import matplotlib", code), "figures go through the stage (codegrep.plots)"
     assert code.count("notebook_profile(") == 1 and "_source" not in code  # one way in; the profile is passed down
+    logic = re.findall(r"^\s*(?:if|for|while|def|class|with|try|elif|else)\b.*$", code, re.M)
+    assert not logic, f"logic belongs in the stage, not the notebook: {logic}"
 
 
 def test_notebooks_are_held_to_the_librarys_lint():

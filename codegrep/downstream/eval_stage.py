@@ -41,6 +41,22 @@ class DownstreamStage:
     with_reference: pd.DataFrame
     hints: dict[str, Any] | None
 
+    def hints_lines(self) -> str:
+        """What the real hint experiment holds, or that none has been run here."""
+        h = self.hints
+        if h is None:
+            return ("no hint-experiment results in this run's artifacts/downstream/hints: none has been run here (it "
+                    "needs a model endpoint); the MODEL/FIT table above stands alone.")
+        return f"{h['n_instances']} instances, {h['n_runs']} real runs ({h['n_failed']} failed); crossing: {h['crossing']}"
+
+    def hints_table(self) -> pd.DataFrame | None:
+        return None if self.hints is None else self.hints["paired"].round(3)
+
+    def table_shown(self) -> pd.DataFrame:
+        """The downstream table beside the paper's row, n/a where a value does not apply."""
+        shown = self.with_reference
+        return shown.round(3).astype(object).where(shown.notna(), "n/a")
+
     def conclusion(self) -> str:
         return stages.downstream_conclusion(self.table, self.bracket)
 

@@ -122,9 +122,7 @@ def figures(result: AblationStage, out: Any, *names: str) -> dict[str, Any]:
     """Draw and save the named figures (all when none are named; the study's only when there is one)."""
     from codegrep.plots import draw
 
-    if not names:
-        names = tuple(n for n in FIGURES if n != "study" or result.study is not None)
-    return draw(FIGURES, result, out, names)
+    return draw(FIGURES, result, out, names, absent=["study"] if result.study is None else [])
 
 
 def headline(result: AblationStage) -> dict[str, Any]:

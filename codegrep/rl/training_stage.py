@@ -586,6 +586,11 @@ class TrainingStage:
                                 "p_at_1_diff_hi", "precision", "precision_at_agent_size", "recall", "f0.5", "rounds",
                                 "tool_calls", "tokens", "format_valid_rate"]].round(3)
 
+    def data_ablation_note(self) -> str:
+        if self.mixes is None:
+            return "data ablation skipped (data_ablation = False)"
+        return f"data ablation: {int((self.mixes['policy'] != REFERENCE).sum())} demonstration mixes, same SFT budget"
+
     def mixes_shown(self) -> pd.DataFrame | None:
         if self.mixes is None:
             return None
@@ -646,9 +651,7 @@ def figures(result: TrainingStage, out: Any, *names: str) -> dict[str, Any]:
     """Draw and save the named figures (all when none are named; the data ablation's only when it ran)."""
     from codegrep.plots import draw
 
-    if not names:
-        names = tuple(n for n in FIGURES if n != "data_ablation" or result.mixes is not None)
-    return draw(FIGURES, result, out, names)
+    return draw(FIGURES, result, out, names, absent=["data_ablation"] if result.mixes is None else [])
 
 
 def headline(result: TrainingStage) -> dict[str, Any]:
