@@ -297,11 +297,10 @@ def data_ablation(cfg: dict[str, Any], artifacts: str | Path, limit: int | None 
 
     cg, grpo = train_arguments(cfg)
     cg.warm_start_dir = cg.warm_start_dir or str(runs_dir(artifacts, cg.out) / "_warm_start")
-    profile = cfg
-    env_sec = section(profile, "env")
-    train_tasks, train_resolver = profile_tasks(profile, split="train", limit=cg.train_tasks)
-    agent, _ = episode_config(profile, cg)
-    exclude = evaluation_ids_of(profile)
+    env_sec = section(cfg, "env")
+    train_tasks, train_resolver = profile_tasks(cfg, split="train", limit=cg.train_tasks)
+    agent, _ = episode_config(cfg, cg)
+    exclude = evaluation_ids_of(cfg)
     limit = limit or cg.data_ablation_eval_tasks
     tasks, resolver = profile_tasks(cfg, split="eval", limit=limit)
     bm25, _ = profile_evaluation(cfg, REFERENCE, "eval", out=artifacts, limit=limit)
@@ -309,7 +308,7 @@ def data_ablation(cfg: dict[str, Any], artifacts: str | Path, limit: int | None 
     results = {REFERENCE: [r for r in bm25.to_dict("records") if r["instance_id"] in wanted]}
     sizes = {}
     for arm in cg.data_ablation_arms:
-        model, demos = initial_policy(cg, grpo, profile, train_tasks, train_resolver,
+        model, demos = initial_policy(cg, grpo, cfg, train_tasks, train_resolver,
                                       WorktreePool.from_config(env_sec), agent, env_sec, ToolConfig.from_dict(env_sec),
                                       exclude=exclude, sources=arm.split("+"))
         sizes[arm] = len(demos)
