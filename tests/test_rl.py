@@ -260,18 +260,18 @@ def test_ablation_arm_with_main_run_settings_is_recognised_as_the_main_run():
     """On ci the advantage arm of seed 0 has the main run's settings: the content key must say so (reuse),
     while another seed or layer must not."""
     from codegrep.rl import ablation as ab
-    from codegrep.rl.training_run import parse_train_args
+    from codegrep.rl.training_run import parse_train_args, run_settings
 
     main_cg, main_grpo = parse_train_args("ci")
     over = {**ab.design_overrides(main_cg, main_grpo), "name": "x", "out": "/tmp/x", "kl_probe_set": "p.jsonl",
             "log_update_norm": True, "record_groups": True, "save_final_model": False, "save_strategy": "no",
             "train_task_ids": ["a", "b"], "warm_start_dir": "/tmp/w"}
     same = parse_train_args("ci", {**over, "efficiency_layer": main_cg.efficiency_layer, "seed": main_grpo.seed})
-    assert ab._settings(*same) == ab._settings(main_cg, main_grpo)
+    assert run_settings(*same) == run_settings(main_cg, main_grpo)
     for change in ({"seed": main_grpo.seed + 1}, {"efficiency_layer": "reward"}):
         other = parse_train_args("ci", {**over, "efficiency_layer": main_cg.efficiency_layer,
                                         "seed": main_grpo.seed, **change})
-        assert ab._settings(*other) != ab._settings(main_cg, main_grpo)
+        assert run_settings(*other) != run_settings(main_cg, main_grpo)
     assert ab.arms(main_cg)[0][0] in ("none", "reward")
     assert sum(layer == "none" for layer, _ in ab.arms(parse_train_args("ci", {"lambda_grid": [0.1, 0.2],
                "ablation_layers": ["none", "reward"]})[0])) == 1  # none once per seed, whatever the lambdas

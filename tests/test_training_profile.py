@@ -80,3 +80,47 @@ def test_every_episode_limit_is_defined_by_the_profile(profile):
     assert set(EPISODE_KEYS) <= set(cfg["agent"]), sorted(set(EPISODE_KEYS) - set(cfg["agent"]))
     for path in (project_root() / "configs" / "train").glob("*.yaml"):
         assert "demo_max_turns" not in yaml.safe_load(path.read_text()), path.name
+
+
+def _fake_run(run_dir: Path, cfg, args, with_inputs: bool = True) -> Path:
+    import json
+
+    run_dir.mkdir(parents=True)
+    record = {"codegrep": asdict(args.codegrep), "grpo": args.grpo.to_dict()}
+    if with_inputs:
+        record["profile_inputs"] = training_run.profile_inputs(cfg, args.codegrep)
+    (run_dir / "config.json").write_text(json.dumps(record, default=str))
+    (run_dir / "done.json").write_text(json.dumps({"seconds": 1.0, "steps": 2}))
+    return run_dir
+
+
+def test_a_finished_run_is_reused_only_for_the_same_profile_inputs(tmp_path):
+    """A notebook's override of the profile (here agent.max_calls_per_turn) must not reuse a run trained without it:
+    the main run and the ablation's arms retrain; a changed train setting too; a run recorded before the profile
+    inputs were kept is compared on its settings only."""
+    cfg = load_profile("ci")
+    args = training_run.train_arguments(cfg)
+    run = _fake_run(tmp_path / "r", cfg, args)
+    assert training_run.finished_with(run, *args, cfg)
+    changed = notebook_profile("ci", {"agent.max_calls_per_turn": 3})
+    assert not training_run.finished_with(run, *training_run.train_arguments(changed), changed)
+    assert not training_run.finished_with(run, *training_run.train_arguments(cfg, {"learning_rate": 1.0}), cfg)
+    legacy = _fake_run(tmp_path / "legacy", cfg, args, with_inputs=False)
+    assert training_run.finished_with(legacy, *training_run.train_arguments(changed), changed)
+
+
+def test_cached_evaluation_rows_are_dropped_when_what_they_depend_on_changes(tmp_path):
+    from codegrep.rl import training_stage as stage
+
+    cfg = load_profile("ci")
+    run = _fake_run(tmp_path / "train" / "ci-run", cfg, training_run.train_arguments(cfg))
+    legacy = tmp_path / "train" / "eval" / "ci-run"
+    legacy.mkdir(parents=True)
+    (legacy / "GRPO.jsonl").write_text("{}\n")
+    assert (stage.evaluation_dir(cfg, run, tmp_path) / "GRPO.jsonl").is_file()  # unstamped: stamped and kept
+    assert (stage.evaluation_dir(cfg, run, tmp_path) / "GRPO.jsonl").is_file()  # same inputs: kept
+    changed = notebook_profile("ci", {"agent.max_turns": 2})
+    assert not (stage.evaluation_dir(changed, run, tmp_path) / "GRPO.jsonl").exists()  # the agent changed
+    (legacy / "GRPO.jsonl").write_text("{}\n")
+    (run / "done.json").write_text('{"seconds": 2.0, "steps": 2}')  # the run was trained again
+    assert not (stage.evaluation_dir(changed, run, tmp_path) / "GRPO.jsonl").exists()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,19 +32,12 @@ from codegrep.artifacts import runs_dir
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.rl.advantages import advantage_parts, tied_groups
 from codegrep.rl.paired import endpoint
-from codegrep.rl.training_run import train, train_arguments
+from codegrep.rl.training_run import finished_with, run_settings, train, train_arguments
 from codegrep.rl.training_stage import main_run_dir, metrics_frame
 from codegrep.files import atomic_write, write_atomic
 
 # The paper: advantage-layer KL drift is "about a third" of the reward layer's (a labelled reference, never a result).
 PAPER_KL_RATIO = PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]
-MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the run itself
-    "name", "out", "resume", "warm_start_dir", "save_final_model", "kl_probe_set", "kl_probe_every",
-    "log_update_norm", "record_groups", "eval_tasks", "curve_eval_tasks", "lambda_grid", "output_dir", "logging_dir", "save_strategy",
-    "save_steps", "save_total_limit", "run_name", "reward_weights", "disable_tqdm", "logging_steps",
-    "train_tasks", "train_task_ids", "profile", "report_to"}
-
-
 def _main_turns(cfg: dict[str, Any], cg: Any) -> int:
     """The main run's max_turns on profile ``cfg``: the train YAML's training-only override, else the profile's
     agent section."""
@@ -56,14 +48,6 @@ def _main_turns(cfg: dict[str, Any], cg: Any) -> int:
 
 def _key(obj: Any) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def _settings(cg: Any, grpo: Any) -> dict[str, Any]:
-    """A run's defining settings (both argument sets, JSON-normalised, measurement-only keys dropped)."""
-    both = {**json.loads(json.dumps(asdict(cg) if not isinstance(cg, dict) else cg, default=str)),
-            **json.loads(json.dumps(grpo.to_dict() if not isinstance(grpo, dict) else grpo, default=str))}
-    return {k: v for k, v in both.items() if k not in MEASUREMENT_ONLY and not k.startswith(("ablation_", "hub_",
-                                                                                               "push_to_hub"))}
 
 
 def design_overrides(cg: Any, grpo: Any, main_turns: int | None = None) -> dict[str, Any]:
@@ -112,7 +96,7 @@ def screen_pool(cfg: dict[str, Any], artifacts: str | Path | None = None,
                    "save_final_model": False, "save_strategy": "no", "warm_start_dir": str(root / "_warm_start"),
                    **(extra or {})}
     scg, sgrpo = ablation_arguments(cfg, train_config, screen_over)
-    key = _key({"settings": _settings(scg, sgrpo), "pool_size": cg.ablation_pool_size,
+    key = _key({"settings": run_settings(scg, sgrpo), "pool_size": cg.ablation_pool_size,
                 "probe_size": cg.ablation_probe_size, "screen_tasks": cg.ablation_screen_tasks})
     out = root / "ablation" / f"_screen-{key}"
     summary_path = out / "pool.json"
@@ -242,7 +226,7 @@ def _main_run_if_same(cfg: dict[str, Any], artifacts: str | Path | None, cg: Any
     if not (main / "done.json").is_file() or not (main / "config.json").is_file():
         return None
     saved = json.loads((main / "config.json").read_text())
-    if _settings(saved["codegrep"], saved["grpo"]) != _settings(cg, grpo):
+    if not finished_with(main, cg, grpo, cfg):
         return None
     manifest = main / "manifest.json"  # the GRPO prompts the run trained on, in order
     if manifest.is_file():
@@ -251,14 +235,6 @@ def _main_run_if_same(cfg: dict[str, Any], artifacts: str | Path | None, cg: Any
         tasks, _ = profile_tasks(cfg, split="train", limit=saved["codegrep"].get("train_tasks"))
         ids = saved["codegrep"].get("train_task_ids") or [t.instance_id for t in tasks]
     return main if list(ids) == list(cg.train_task_ids or []) else None
-
-
-def _finished_with(run_dir: Path, cg: Any, grpo: Any) -> bool:
-    """Whether ``run_dir`` holds a finished run with these settings (a changed YAML retrains the arm)."""
-    if not (run_dir / "done.json").is_file() or not (run_dir / "config.json").is_file():
-        return False
-    saved = json.loads((run_dir / "config.json").read_text())
-    return _settings(saved["codegrep"], saved["grpo"]) == _settings(cg, grpo)
 
 
 def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train_config: str | Path | None = None,
@@ -284,7 +260,7 @@ def run_ablation(cfg: dict[str, Any], artifacts: str | Path | None = None, train
                     "save_final_model": False, "save_strategy": "no"}
             acg, agrpo = ablation_arguments(cfg, train_config, over)
             run_dir, reused = runs / name, False
-            if not _finished_with(run_dir, acg, agrpo):
+            if not finished_with(run_dir, acg, agrpo, cfg):
                 main = _main_run_if_same(cfg, artifacts, acg, agrpo)
                 if main is not None:
                     run_dir, reused = main, True

@@ -214,8 +214,9 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     ``OUT/ablation_study.json`` (and ``result`` when given). Several processes may share OUT on disjoint seed
     ranges (``first_seed``), e.g. on a machine with spare cores."""
     from codegrep.config import load_profile
-    from codegrep.rl.ablation import _finished_with, _key, _settings, screen_pool
-    from codegrep.rl.training_run import parse_train_args, train, train_arguments, train_config_path
+    from codegrep.rl.ablation import _key, screen_pool
+    from codegrep.rl.training_run import (finished_with, parse_train_args, run_settings, train, train_arguments,
+                                         train_config_path)
     from codegrep.rl.training_stage import metrics_frame
 
     started = time.time()
@@ -251,7 +252,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     # the settings every seed shares (seed and the seed's task order aside): what a reused seed must match
     probe_cg, probe_grpo = train_arguments(cfg, {**common, "efficiency_layer": "reward", "seed": 0,
                                                  "train_task_ids": interleave_pool(varied, tied, 0)}, config)
-    shared = {k: v for k, v in _settings(probe_cg, probe_grpo).items() if k not in ("seed", "train_task_ids",
+    shared = {k: v for k, v in run_settings(probe_cg, probe_grpo).items() if k not in ("seed", "train_task_ids",
                                                                                    "data_seed")}
     settings_key = _key({"settings": shared, "pool_varied": varied, "pool_tied": tied, "policy": policy,
                          "probe": Path(screen["probe_set"]).read_text()})
@@ -273,7 +274,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
             name = f"{Path(cg.profile).stem}-study-{layer}-s{seed}"
             over = {**common, "efficiency_layer": layer, "seed": seed, "name": name, "train_task_ids": order}
             acg, agrpo = train_arguments(cfg, over, config)
-            if not (resume and _finished_with(runs / name, acg, agrpo)):
+            if not (resume and finished_with(runs / name, acg, agrpo, cfg)):
                 progress(f"study: seed {seed}, {layer} arm ({acg.ablation_max_steps} steps)")
                 train(cfg, (acg, agrpo))
             arms[layer] = metrics_frame(runs / name).to_dict("records")

@@ -328,6 +328,7 @@ def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any
                                                      "initial_policy": str(Path(model_path).resolve()), "n_train_tasks": len(tasks),
                                                      "efficiency_scales": list(rollout.cost_scales), "episode": episode,
                                                      "profile_source": cfg.get("_source"),
+                                                     "profile_inputs": profile_inputs(cfg, cg),
                                                      "profile_overrides": cfg.get("_notebook_params") or {},
                                                      "precision": {**precision_record(cg.cpu_precision),
                                                                    "training": cpu_precision_of(cg, grpo),
@@ -344,6 +345,44 @@ def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any
 
     plain_progress(trainer, "GRPO", GRPO_FIELDS, grpo.max_steps)  # one line per step instead of raw log dicts
     return trainer
+
+
+MEASUREMENT_ONLY = {  # settings that change what is logged or where, never the run itself
+    "name", "out", "resume", "warm_start_dir", "save_final_model", "kl_probe_set", "kl_probe_every",
+    "log_update_norm", "record_groups", "eval_tasks", "curve_eval_tasks", "lambda_grid", "output_dir", "logging_dir", "save_strategy",
+    "save_steps", "save_total_limit", "run_name", "reward_weights", "disable_tqdm", "logging_steps",
+    "train_tasks", "train_task_ids", "profile", "report_to"}
+
+
+def run_settings(cg: Any, grpo: Any) -> dict[str, Any]:
+    """A run's defining settings (both argument sets, JSON-normalised, measurement-only keys dropped)."""
+    both = {**json.loads(json.dumps(asdict(cg) if not isinstance(cg, dict) else cg, default=str)),
+            **json.loads(json.dumps(grpo.to_dict() if not isinstance(grpo, dict) else grpo, default=str))}
+    return {k: v for k, v in both.items() if k not in MEASUREMENT_ONLY and not k.startswith(("ablation_", "hub_",
+                                                                                               "push_to_hub"))}
+
+
+def profile_inputs(cfg: dict[str, Any], cg: Any) -> dict[str, Any]:
+    """What of the resolved profile a run's training depends on: the seed, the tasks section, the tool settings and
+    the episode it plays (``config.json`` keeps it, so a finished run is reused only for the same profile)."""
+    from codegrep.env.tools import ToolConfig
+
+    env = section(cfg, "env")
+    record = {"seed": cfg.get("seed"), "tasks": section(cfg, "tasks"), "env_mode": env.get("mode", "worktree"),
+              "tools": asdict(ToolConfig.from_dict(env)), "episode": episode_config(cfg, cg)[0].to_dict()}
+    return json.loads(json.dumps(record, sort_keys=True, default=str))
+
+
+def finished_with(run_dir: Path, cg: Any, grpo: Any, cfg: dict[str, Any] | None = None) -> bool:
+    """Whether ``run_dir`` holds a finished run with these settings and, given ``cfg``, trained on the same profile
+    inputs (a changed train YAML, or a notebook's override of the profile, retrains; runs written before the profile
+    inputs were recorded are compared on their settings only)."""
+    if not (run_dir / "done.json").is_file() or not (run_dir / "config.json").is_file():
+        return False
+    saved = json.loads((run_dir / "config.json").read_text())
+    if run_settings(saved["codegrep"], saved["grpo"]) != run_settings(cg, grpo):
+        return False
+    return cfg is None or "profile_inputs" not in saved or saved["profile_inputs"] == profile_inputs(cfg, cg)
 
 
 EPISODE_KEYS = ("max_turns", "max_calls_per_turn", "max_observation_tokens", "max_issue_chars")

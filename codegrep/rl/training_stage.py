@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from codegrep.artifacts import runs_dir
-from codegrep.rl.training_run import train, train_arguments
+from codegrep.rl.training_run import finished_with, train, train_arguments
 from codegrep.rl.trainer import read_metrics
 from codegrep.quiet import show_bar
 
@@ -40,15 +40,44 @@ def main_run_dir(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Pa
 
 def main_run(cfg: dict[str, Any], artifacts: str | Path | None = None) -> Path:
     """The profile's main training run (its train YAML, with the profile's ``train.*`` keys), trained once and
-    reused. ``cfg`` itself is passed down: a notebook's override of its tasks/env/agent sections reaches training."""
+    reused while its settings and the profile inputs it trained on are the same (``finished_with``). ``cfg`` itself
+    is passed down: a notebook's override of its tasks/env/agent sections reaches training (and retrains)."""
     run_dir = main_run_dir(cfg, artifacts)
-    if not (run_dir / "done.json").is_file():
-        run_dir = train(cfg, train_arguments(cfg, {"out": str(run_dir.parent), "name": run_dir.name}))
+    args = train_arguments(cfg, {"out": str(run_dir.parent), "name": run_dir.name})
+    if not finished_with(run_dir, *args, cfg):
+        run_dir = train(cfg, args)
     return run_dir
 
 
 def _eval_dir(artifacts: str | Path, run_name: str) -> Path:
     return Path(artifacts) / "train" / "eval" / run_name
+
+
+def evaluation_stamp(cfg: dict[str, Any], run_dir: str | Path) -> dict[str, Any]:
+    """What the cached evaluation rows of a run depend on besides the instances: the trained run (its
+    ``done.json``), the profile's agent, env and tasks sections and seed."""
+    done = Path(run_dir) / "done.json"
+    record = {"run": json.loads(done.read_text()) if done.is_file() else None, "seed": cfg.get("seed"),
+              **{k: cfg.get(k) for k in ("agent", "env", "tasks")}}
+    return json.loads(json.dumps(record, sort_keys=True, default=str))
+
+
+def evaluation_dir(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path) -> Path:
+    """The run's evaluation-row cache, emptied when what its rows depend on changed (:func:`evaluation_stamp`: a
+    retrained run, a notebook's override of the agent section ...). A cache written before stamps were kept is
+    stamped and reused."""
+    import shutil
+
+    from codegrep.files import write_atomic
+
+    out = _eval_dir(artifacts, Path(run_dir).name)
+    stamp, want = out / "stamp.json", evaluation_stamp(cfg, run_dir)
+    if stamp.is_file() and json.loads(stamp.read_text()) != want:
+        shutil.rmtree(out)
+    if not stamp.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(stamp, json.dumps(want, indent=1, sort_keys=True))
+    return out
 
 
 def trained_policy_rows(cfg: dict[str, Any], artifacts: str | Path) -> Path | None:
@@ -156,8 +185,9 @@ def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | P
     curve_tasks = seeded_sample(tasks, config["codegrep"].get("curve_eval_tasks") or None,
                                 int(config["grpo"].get("seed", 0)))
     results: dict[str, list[dict[str, Any]]] = {}
+    cache = evaluation_dir(cfg, run_dir, artifacts)
     for label, model in models.items():
-        out = _eval_dir(artifacts, run_dir.name) / f"{label.replace(' ', '_')}.jsonl"
+        out = cache / f"{label.replace(' ', '_')}.jsonl"
         results[label] = agent_rows(cfg, model, curve_tasks if label == "untrained" else tasks, resolver, out)
     wanted = {t.instance_id for t in tasks}
     for name in baselines:
