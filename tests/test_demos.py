@@ -137,3 +137,34 @@ def test_rank_credit_moves_where_f_beta_is_flat():
 def test_agent_config_rejects_an_unknown_grep_view():
     with pytest.raises(ValueError, match="grep_view"):
         AgentConfig(grep_view="counts")
+
+
+def test_synthetic_demonstrations_come_from_the_task_kinds_in_order(monkeypatch):
+    """``task_kinds``: real-issue tasks are played first and fill ``sft_max_demos`` before any docstring
+    task; a kind left out is never played; evaluation instances never are."""
+    import codegrep.data.tasks as tasks_mod
+    from codegrep.rl import demos as build
+    from codegrep.rl.run import demonstrations
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    pool = [Task(f"doc{i}", "codegrep-default/pkg", "c" * 40, "text") for i in range(4)] + \
+        [Task(f"real{i}", "sympy/sympy", "c" * 40, "text") for i in range(3)] + [Task("evalx", "sympy/sympy", "c" * 40, "t")]
+    monkeypatch.setattr(tasks_mod, "profile_tasks", lambda cfg, split, limit=None: (pool, None))
+    played: list[list[str]] = []
+
+    def fake(tasks, resolver, pool_, agent, *, limit=None, **kw):
+        played.append([t.instance_id for t in tasks])
+        return [{"source": "synthetic", "instance_id": t.instance_id, "messages": []} for t in tasks][:limit]
+
+    monkeypatch.setattr(build, "expert_demonstrations", fake)
+    cfg = {"tasks": {"splits": {"train": {}}}}
+    cg = CodeGrepArgs(profile="ci", sft_max_demos=5, task_kinds=["real", "docstring"])
+    got = [d["instance_id"] for d in demonstrations(cg, cfg, [], None, None, AGENT, {}, None, exclude={"evalx"})]
+    assert played == [["real0", "real1", "real2"], ["doc0", "doc1", "doc2", "doc3"]]
+    assert got == ["real0", "real1", "real2", "doc0", "doc1"]
+    played.clear()
+    cg = CodeGrepArgs(profile="ci", sft_max_demos=None, task_kinds=["real"])
+    assert [d["instance_id"] for d in demonstrations(cg, cfg, [], None, None, AGENT, {}, None, exclude=set())] == \
+        ["real0", "real1", "real2", "evalx"]
+    with pytest.raises(ValueError, match="task_kinds"):
+        CodeGrepArgs(profile="ci", task_kinds=["english"])
