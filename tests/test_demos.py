@@ -168,3 +168,25 @@ def test_synthetic_demonstrations_come_from_the_task_kinds_in_order(monkeypatch)
         ["real0", "real1", "real2", "evalx"]
     with pytest.raises(ValueError, match="task_kinds"):
         CodeGrepArgs(profile="ci", task_kinds=["english"])
+
+
+def test_demos_curve_holds_out_real_train_tasks_and_never_evaluation_ones(monkeypatch):
+    """``codegrep bench demos``: the dev tasks are real train tasks, disjoint from the pool the sizes draw from,
+    seeded; docstring tasks and evaluation instances are in neither."""
+    import codegrep.data.tasks as tasks_mod
+    import codegrep.rl.run as run_mod
+    from codegrep.rl.curve import real_train_split
+
+    pool = [Task(f"doc{i}", "codegrep-default/pkg", "c" * 40, "t") for i in range(3)] + \
+        [Task(f"sympy-{i:02d}", "sympy/sympy", "c" * 40, "t") for i in range(12)]
+    monkeypatch.setattr(tasks_mod, "profile_tasks", lambda cfg, split, limit=None: (pool, "resolver"))
+    monkeypatch.setattr(run_mod, "evaluation_ids_of", lambda cfg: {"sympy-03"})
+    train, dev, resolver = real_train_split({"tasks": {}}, dev=4, seed=0)
+    ids, dev_ids = [t.instance_id for t in train], [t.instance_id for t in dev]
+    assert len(dev_ids) == 4 and len(ids) == 7 and not set(ids) & set(dev_ids)
+    assert all(i.startswith("sympy-") and i != "sympy-03" for i in ids + dev_ids)
+    again = real_train_split({"tasks": {}}, dev=4, seed=0)
+    assert [t.instance_id for t in again[0]] == ids and resolver == "resolver"
+    assert [t.instance_id for t in real_train_split({"tasks": {}}, dev=4, seed=1)[1]] != dev_ids
+    with pytest.raises(ValueError, match="--dev"):
+        real_train_split({"tasks": {}}, dev=11, seed=0)
