@@ -122,3 +122,21 @@ def test_prefix_cache_reuses_earlier_turns_and_changes_no_token(smollm2_dir, pol
         assert not cached.prefix_cache.entries
     finally:
         p.data.copy_(saved)
+
+
+def test_bf16_prefill_keeps_fp32_states_and_mostly_the_same_greedy_text(policy):
+    """cpu_precision bf16 runs only the prefill under bf16 autocast: the cached key/value states stay in the model's
+    dtype (decoding is fp32), the policy records it, and greedy text agrees with the fp32 prefill on short prompts
+    (bf16 rounding may flip a late token; the first tokens of each answer agree)."""
+    import torch
+
+    from codegrep.agent.policies import HFPolicy
+
+    fp32 = HFPolicy(policy.model, policy.tokenizer, max_new_tokens=8, device="cpu", batch_size=3)
+    bf16 = HFPolicy(policy.model, policy.tokenizer, max_new_tokens=8, device="cpu", batch_size=3,
+                    cpu_precision="bf16")
+    assert fp32.describe()["prefill_precision"] == "fp32" and bf16.describe()["prefill_precision"] == "bf16"
+    histories = [build_messages(t, AgentConfig()) for t in ("bug in foo", "TypeError in parse_args", "x")]
+    a, b = fp32.generate(histories), bf16.generate(histories)
+    assert all(e.kv[0][0].dtype == torch.float32 for e in bf16.prefix_cache.entries)
+    assert sum(x[:12] == y[:12] for x, y in zip(a, b)) >= 2, (a, b)

@@ -137,3 +137,56 @@ def test_rank_credit_moves_where_f_beta_is_flat():
 def test_agent_config_rejects_an_unknown_grep_view():
     with pytest.raises(ValueError, match="grep_view"):
         AgentConfig(grep_view="counts")
+
+
+def test_synthetic_demonstrations_come_from_the_task_kinds_in_order(monkeypatch):
+    """``task_kinds``: real-issue tasks are played first and fill ``sft_max_demos`` before any docstring
+    task; a kind left out is never played; evaluation instances never are."""
+    import codegrep.data.tasks as tasks_mod
+    from codegrep.rl import demos as build
+    from codegrep.rl.training_run import demonstrations
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    pool = [Task(f"doc{i}", "codegrep-default/pkg", "c" * 40, "text") for i in range(4)] + \
+        [Task(f"real{i}", "sympy/sympy", "c" * 40, "text") for i in range(3)] + [Task("evalx", "sympy/sympy", "c" * 40, "t")]
+    monkeypatch.setattr(tasks_mod, "profile_tasks", lambda cfg, split, limit=None: (pool, None))
+    played: list[list[str]] = []
+
+    def fake(tasks, resolver, pool_, agent, *, limit=None, **kw):
+        played.append([t.instance_id for t in tasks])
+        return [{"source": "synthetic", "instance_id": t.instance_id, "messages": []} for t in tasks][:limit]
+
+    monkeypatch.setattr(build, "expert_demonstrations", fake)
+    cfg = {"tasks": {"splits": {"train": {}}}}
+    cg = CodeGrepArgs(profile="ci", sft_max_demos=5, task_kinds=["real", "docstring"])
+    got = [d["instance_id"] for d in demonstrations(cg, cfg, [], None, None, AGENT, {}, None, exclude={"evalx"})]
+    assert played == [["real0", "real1", "real2"], ["doc0", "doc1", "doc2", "doc3"]]
+    assert got == ["real0", "real1", "real2", "doc0", "doc1"]
+    played.clear()
+    cg = CodeGrepArgs(profile="ci", sft_max_demos=None, task_kinds=["real"])
+    assert [d["instance_id"] for d in demonstrations(cg, cfg, [], None, None, AGENT, {}, None, exclude=set())] == \
+        ["real0", "real1", "real2", "evalx"]
+    with pytest.raises(ValueError, match="task_kinds"):
+        CodeGrepArgs(profile="ci", task_kinds=["english"])
+
+
+def test_demos_curve_holds_out_real_train_tasks_and_never_evaluation_ones(monkeypatch):
+    """``codegrep bench demos``: the dev tasks are real train tasks, disjoint from the pool the sizes draw from,
+    seeded; docstring tasks and evaluation instances are in neither."""
+    import codegrep.data.tasks as tasks_mod
+    import codegrep.rl.training_run as run_mod
+    from codegrep.rl.curve import real_train_split
+
+    pool = [Task(f"doc{i}", "codegrep-default/pkg", "c" * 40, "t") for i in range(3)] + \
+        [Task(f"sympy-{i:02d}", "sympy/sympy", "c" * 40, "t") for i in range(12)]
+    monkeypatch.setattr(tasks_mod, "profile_tasks", lambda cfg, split, limit=None: (pool, "resolver"))
+    monkeypatch.setattr(run_mod, "evaluation_ids_of", lambda cfg: {"sympy-03"})
+    train, dev, resolver = real_train_split({"tasks": {}}, dev=4, seed=0)
+    ids, dev_ids = [t.instance_id for t in train], [t.instance_id for t in dev]
+    assert len(dev_ids) == 4 and len(ids) == 7 and not set(ids) & set(dev_ids)
+    assert all(i.startswith("sympy-") and i != "sympy-03" for i in ids + dev_ids)
+    again = real_train_split({"tasks": {}}, dev=4, seed=0)
+    assert [t.instance_id for t in again[0]] == ids and resolver == "resolver"
+    assert [t.instance_id for t in real_train_split({"tasks": {}}, dev=4, seed=1)[1]] != dev_ids
+    with pytest.raises(ValueError, match="--dev"):
+        real_train_split({"tasks": {}}, dev=11, seed=0)

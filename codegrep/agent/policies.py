@@ -36,7 +36,7 @@ class HFPolicy:
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, max_new_tokens: int = 256,
                  temperature: float = 0.0, top_p: float = 1.0, device: str = "auto", batch_size: int = 8,
                  stop_strings: Sequence[str] = (), cpu_threads: int | None = None,
-                 prefix_cache_mb: int = 4096) -> None:
+                 prefix_cache_mb: int = 4096, cpu_precision: str = "fp32") -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -67,6 +67,10 @@ class HFPolicy:
 
         self.prefix_cache = PrefixCache(int(prefix_cache_mb) << 20) \
             if prefix_cache_mb and supports_prefix_cache(self.model) else None
+        from codegrep.agent.precision import resolve_precision
+
+        self.cpu_precision = resolve_precision(cpu_precision) if self.device == "cpu" else "fp32"
+        """Prefill arithmetic actually used (bf16 only with the prefix cache, on CPU)."""
 
     def describe(self) -> dict[str, Any]:
         import torch
@@ -74,7 +78,8 @@ class HFPolicy:
         return {"kind": "hf", "model": str(self.model_name), "device": self.device,
                 "max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
                 "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads(),
-                "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0}
+                "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
+                "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32"}
 
     def generate(self, batch: Sequence[Messages]) -> list[str]:
         out, self.last_usage = [], []
@@ -95,7 +100,8 @@ class HFPolicy:
 
             rows = [torch.tensor(self.tokenizer(p, add_special_tokens=False)["input_ids"], dtype=torch.long)
                     for p in prompts]
-            ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id, **kwargs)
+            ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
+                                                    prefill_precision=self.cpu_precision, **kwargs)
             lengths = [len(r) for r in rows]
         else:
             side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"  # decoder-only: pad on the left
@@ -234,7 +240,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
 
     Keys: ``policy`` (hf | openai | scripted; a set ``endpoint`` means openai), ``model``,
     ``endpoint``, ``api_key_env``, ``max_new_tokens``, ``temperature``, ``top_p``, ``device``, ``batch_size``,
-    ``cpu_threads``, ``prefix_cache_mb``,
+    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill),
     ``outputs`` (scripted).
 
     >>> make_policy({"policy": "scripted", "outputs": ["x"]}).describe()
@@ -261,4 +267,4 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
     return HFPolicy(spec.get("model") or "smollm2", device=spec.get("device") or "auto",
                     batch_size=int(spec.get("batch_size") or 8), cpu_threads=spec.get("cpu_threads"),
                     prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None else 4096,
-                    **sampling)
+                    cpu_precision=spec.get("cpu_precision") or "fp32", **sampling)

@@ -105,10 +105,15 @@ def supports_prefix_cache(model: Any) -> bool:
     return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
-def _prefill(model: Any, ids: Any, store: PrefixCache) -> list[tuple[Any, Any]]:
-    """Key/value states of ``ids[:-1]`` (the last token is fed by ``generate``), reusing the store."""
+def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32") -> list[tuple[Any, Any]]:
+    """Key/value states of ``ids[:-1]`` (the last token is fed by ``generate``), reusing the store.
+
+    ``precision`` bf16 runs the forward under bf16 autocast (compute-bound on long prompts, where native bf16
+    matmuls pay); the states are stored in the model's dtype, so decoding and reuse see one dtype."""
     import torch
     from transformers import DynamicCache
+
+    from codegrep.agent.precision import autocast
 
     n, entry = store.lookup(ids)
     store.stats["prompt_tokens"] += len(ids)
@@ -120,15 +125,16 @@ def _prefill(model: Any, ids: Any, store: PrefixCache) -> list[tuple[Any, Any]]:
     todo = ids[n:len(ids) - 1]
     if not len(todo):
         return [(layer.keys, layer.values) for layer in cache.layers] if n else []
-    with torch.inference_mode():
+    with torch.inference_mode(), autocast(precision, model.device.type):
         model(input_ids=todo[None], cache=cache, use_cache=True, logits_to_keep=1)
-    kv = [(layer.keys, layer.values) for layer in cache.layers]
+    dtype = model.dtype
+    kv = [(layer.keys.to(dtype), layer.values.to(dtype)) for layer in cache.layers]
     store.add(Entry(ids=ids[:len(ids) - 1].clone(), kv=kv))  # later rows of this batch share the system prompt
     return kv
 
 
 def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, pad_id: int,
-                               **generate_kwargs: Any) -> tuple[Any, int]:
+                               prefill_precision: str = "fp32", **generate_kwargs: Any) -> tuple[Any, int]:
     """Generate for ``rows`` (1-D id tensors); returns (left-padded output ids, prompt width).
 
     Rows are prefilled one by one against ``store``, then decoded together; each finished sequence is added
@@ -140,7 +146,7 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
     device = model.device
     store.check_weights(model)
     rows = [r.to(device) for r in rows]
-    states = [_prefill(model, r, store) for r in rows]
+    states = [_prefill(model, r, store, prefill_precision) for r in rows]
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids)

@@ -103,6 +103,10 @@ class PolicyConfig:
     """torch CPU threads (None = torch default)."""
     prefix_cache_mb: int | None = 4096
     """hf: memory for reusing earlier turns' key/value states, so each history token is prefilled once (0 = off)."""
+    cpu_precision: str | None = "fp32"
+    """hf on CPU: arithmetic of the prompt PREFILL (auto | fp32 | bf16; auto = bf16 autocast where the CPU has native
+    bf16, as in training, ``codegrep.agent.precision``). Decoding stays fp32 (bf16 decode measured slower); the
+    prefilled key/value states are kept in fp32. Recorded in each episode's ``policy``."""
     max_new_tokens: int | None = None
     """Generated tokens per turn (None = the policy's default)."""
     temperature: float | None = None

@@ -113,8 +113,22 @@ def _package_dir(pkg: SourcePackage) -> Path:
     return src
 
 
+REPO_PREFIX = "codegrep-default/"
+"""Repository names of the default set's docstring tasks start with this."""
+
+
 def _repo_name(pkg: SourcePackage) -> str:
-    return "codegrep-default/" + re.sub(r"[^a-z0-9]+", "-", pkg.dist.lower())
+    return REPO_PREFIX + re.sub(r"[^a-z0-9]+", "-", pkg.dist.lower())
+
+
+def task_kind(repo: str) -> str:
+    """``docstring`` for the default set's tasks (an English description of removed code), ``real`` for every
+    other task (a real issue text, e.g. a SWE-bench row).
+
+    >>> task_kind("codegrep-default/pytest"), task_kind("sympy/sympy")
+    ('docstring', 'real')
+    """
+    return "docstring" if repo.startswith(REPO_PREFIX) else "real"
 
 
 def installed_versions() -> dict[str, str]:

@@ -152,10 +152,12 @@ def profile_ceiling(cfg: dict[str, Any], n: int = 40, seed: int = 0, baseline: b
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig
 
+    from codegrep.data.default_set import task_kind
+
     tasks, resolver = profile_tasks(cfg, split="train", limit=None)
     rng = random.Random(seed)
-    real = [t for t in tasks if not t.repo.startswith("codegrep-default/")]
-    other = [t for t in tasks if t.repo.startswith("codegrep-default/")]
+    real = [t for t in tasks if task_kind(t.repo) == "real"]
+    other = [t for t in tasks if task_kind(t.repo) == "docstring"]
     k = min(len(real), n // 2)
     chosen = rng.sample(real, k) + rng.sample(other, min(len(other), n - k))
     env = section(cfg, "env")

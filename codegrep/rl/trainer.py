@@ -75,6 +75,12 @@ class CodeGrepArgs:
         "help": "Demonstrations: 'synthetic' (oracle-guided scripted episodes on the docstring train split), "
                 "'recorded' (real mini-swe-agent runs converted by codegrep.mining.run_converter) and/or 'catm'. "
                 "With several sources and sft_max_demos, they are taken in turn (equal shares)."})
+    task_kinds: list[str] = field(default_factory=lambda: ["real", "docstring"], metadata={
+        "help": "Kinds of train-split task the run uses: 'real' (a real issue text, e.g. the Lite sympy pool) "
+                "and/or 'docstring' (the default set's English descriptions of removed code, whose scripted expert "
+                "greps words, not identifiers). 'synthetic' demonstrations are played on them in this order until "
+                "sft_max_demos are kept; GRPO prompts (and the ablation's screen) are drawn from them. A kind "
+                "left out is not used; train_task_ids, when set, wins."})
     recorded_runs: list[str] | None = field(default=None, metadata={
         "help": "Folders/files of recorded mini-swe-agent runs for 'recorded' (null = the shipped 400 runs). "
                 "Runs on evaluation instances are always excluded."})
@@ -157,6 +163,9 @@ class CodeGrepArgs:
 
         if self.retrieval_reward not in RETRIEVAL_REWARDS:
             raise ValueError(f"--retrieval_reward {self.retrieval_reward!r}: expected one of {RETRIEVAL_REWARDS}")
+        bad = [k for k in self.task_kinds if k not in ("real", "docstring")]
+        if bad or not self.task_kinds:
+            raise ValueError(f"--task_kinds {self.task_kinds!r}: expected some of ['real', 'docstring']")
 
     def run_name(self, seed: int) -> str:
         """The run's directory name.
@@ -237,6 +246,7 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) \
                 as model, torch.no_grad():
             out, width = generate_with_prefix_cache(model, rows, self._prefix_cache, pad,
+                                                    prefill_precision=self.loss_precision,  # decoding stays fp32
                                                     generation_config=self.generation_config)
         eos = set(self.eos_token_ids)
         completions = []

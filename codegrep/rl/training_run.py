@@ -269,8 +269,10 @@ def training_inputs(cfg: dict[str, Any], cg: Any) -> TrainingInputs:
     name = cfg.get("_source") or cfg.get("profile")
     # the warm start always learns from the profile's train split, so every run of a profile (the main run, the
     # ablation's screen and arms on their pool) starts from one cached warm start
+    from codegrep.data.default_set import task_kind
+
     split_tasks, resolver = profile_tasks(cfg, split="train", limit=cg.train_tasks)
-    tasks = split_tasks
+    tasks = [t for t in split_tasks if task_kind(t.repo) in cg.task_kinds]  # GRPO prompts: the run's task kinds
     if cg.train_task_ids:  # an explicit pool of GRPO prompts (the ablation's pre-screen), in the order given
         by_id = {t.instance_id: t for t in profile_tasks(cfg, split="train", limit=None)[0]}
         missing = [i for i in cg.train_task_ids if i not in by_id]
@@ -278,7 +280,7 @@ def training_inputs(cfg: dict[str, Any], cg: Any) -> TrainingInputs:
             raise ValueError(f"--train_task_ids: not train-split tasks of profile {name}: {missing[:5]}")
         tasks = [by_id[i] for i in cg.train_task_ids]
     if not tasks:
-        raise ValueError(f"profile {name}: no train-split tasks")
+        raise ValueError(f"profile {name}: no train-split tasks of kinds {cg.task_kinds}")
     agent, episode = episode_config(cfg, cg)
     return TrainingInputs(tasks, split_tasks, resolver, WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec),
                           env_sec, agent, episode, evaluation_ids_of(cfg))
@@ -461,10 +463,18 @@ def demonstrations(cg: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, ag
 
         whole = copy.deepcopy(cfg)  # the whole train split, not its seeded sample of GRPO prompts
         whole.setdefault("tasks", {}).setdefault("splits", {}).setdefault("train", {})["limit"] = None
+        from codegrep.data.default_set import task_kind
+
         pool_tasks, pool_resolver = profile_tasks(whole, split="train", limit=None)
-        groups["synthetic"] = build.expert_demonstrations(
-            [t for t in pool_tasks if t.instance_id not in exclude], pool_resolver, pool, agent,
-            limit=cg.sft_max_demos or None, seed=0, env_mode=env_sec.get("mode", "objects"), tool_config=tools)
+        groups["synthetic"] = []
+        for kind in cg.task_kinds:  # real issue texts first where asked: they teach identifier greps
+            left = cg.sft_max_demos - len(groups["synthetic"]) if cg.sft_max_demos else None
+            if left is not None and left <= 0:
+                break
+            groups["synthetic"] += build.expert_demonstrations(
+                [t for t in pool_tasks if t.instance_id not in exclude and task_kind(t.repo) == kind],
+                pool_resolver, pool, agent, limit=left, seed=0, env_mode=env_sec.get("mode", "objects"),
+                tool_config=tools)
     if "recorded" in sources:
         groups["recorded"] = build.recorded_demonstrations(cg, cfg, agent, exclude)
     if "catm" in sources:

@@ -1,0 +1,122 @@
+"""``codegrep bench demos``: the warm start's P@1 against the number of real training tasks it learns from.
+
+Issue 27 asks what bounds the trained agent. This measures one candidate, the number of real issues: a seeded
+``dev`` set of the profile's REAL train tasks (the Lite sympy pool; never an evaluation instance) is held out;
+for each size ``n`` the base model is warm-started on the rejection-sampled scripted-expert demonstrations
+(:mod:`codegrep.rl.demos`) of ``n`` other real train tasks, with the train YAML's SFT settings, and evaluated
+greedily on the dev tasks through the real turn function. Beside each point: the scripted expert's own P@1 on
+the same dev tasks (what exact imitation reaches), a Wilson 95% interval, format errors and times. The dev set is
+small (15 by default): the intervals are wide, and the output says so.
+
+Every point is cached under ``--out`` (a re-run reuses finished points).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def real_train_split(cfg: dict[str, Any], dev: int, seed: int) -> tuple[list[Any], list[Any], Any]:
+    """(pool, dev tasks, resolver): the profile's whole train split, real-issue tasks only, evaluation instances
+    dropped; ``dev`` of them (seeded) held out, the rest in a seeded order (a size-``n`` point takes the first n)."""
+    import random
+
+    from codegrep.data.default_set import task_kind
+    from codegrep.data.tasks import profile_tasks
+    from codegrep.rl.training_run import evaluation_ids_of
+
+    whole = copy.deepcopy(cfg)
+    whole.setdefault("tasks", {}).setdefault("splits", {}).setdefault("train", {})["limit"] = None
+    tasks, resolver = profile_tasks(whole, split="train", limit=None)
+    banned = evaluation_ids_of(cfg)
+    real = sorted((t for t in tasks if task_kind(t.repo) == "real" and t.instance_id not in banned),
+                  key=lambda t: t.instance_id)
+    if len(real) <= dev:
+        raise ValueError(f"profile {cfg.get('profile')}: {len(real)} real train tasks, need more than --dev {dev}")
+    rng = random.Random(seed)
+    held = set(t.instance_id for t in rng.sample(real, dev))
+    pool = [t for t in real if t.instance_id not in held]
+    rng.shuffle(pool)
+    return pool, [t for t in real if t.instance_id in held], resolver
+
+
+def expert_p_at_1(tasks: Sequence[Any], resolver: Any, cfg: dict[str, Any], terms: int = 6) -> list[float]:
+    """Per task, 1.0 when the scripted expert (``first-listed``, ``terms`` terms) submits a gold file first."""
+    from codegrep.agent.protocol import AgentConfig
+    from codegrep.config import section
+    from codegrep.env.pool import WorktreePool
+    from codegrep.env.tools import ToolConfig, open_environment
+    from codegrep.retrievers.scripted import play
+
+    env = section(cfg, "env")
+    pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
+    agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
+    hits = []
+    for task in tasks:
+        with open_environment(task, resolver, pool, env.get("mode", "objects"), tools) as e:
+            ep = play("first-listed", task, e, agent, terms=terms, size=1)
+        hits.append(float(bool(ep.submitted) and ep.submitted[0] in set(task.gold_files)))
+    return hits
+
+
+def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Sequence[int], dev: int,
+                out: str | Path, seed: int = 0, progress: bool = True) -> dict[str, Any]:
+    """The JSON object ``codegrep bench demos`` prints (module docstring); ``train_config`` None = the profile's
+    train YAML with its ``train.*`` keys (:func:`codegrep.rl.training_run.train_arguments`)."""
+    from codegrep.agent.models import resolve_model
+    from codegrep.agent.precision import cpu_features
+    from codegrep.agent.protocol import AgentConfig
+    from codegrep.claims import wilson
+    from codegrep.config import section
+    from codegrep.env.pool import WorktreePool
+    from codegrep.env.tools import ToolConfig
+    from codegrep.rl import demos as build
+    from codegrep.rl import sft
+    from codegrep.rl.training_run import cpu_precision_of, train_arguments
+    from codegrep.rl.training_stage import agent_rows
+
+    out = Path(out)
+    cg, grpo = train_arguments(cfg, config=train_config)
+    pool_tasks, dev_tasks, resolver = real_train_split(cfg, dev, seed)
+    sizes = sorted({min(int(n), len(pool_tasks)) for n in sizes})
+    env = section(cfg, "env")
+    pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
+    agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
+    bf16 = cpu_precision_of(cg, grpo) == "bf16"
+    expert = expert_p_at_1(dev_tasks, resolver, cfg)
+    points = []
+    for n in sizes:
+        point_dir = out / f"tasks-{n}"
+        point_dir.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        demos = build.expert_demonstrations(pool_tasks[:n], resolver, pool, agent, seed=seed,
+                                            env_mode=env.get("mode", "objects"), tool_config=tools)
+        if not demos:
+            points.append({"n_tasks": n, "n_demos": 0, "note": "no demonstration kept"})
+            continue
+        model = sft.warm_start(resolve_model(cg.model), [d["messages"] for d in demos], point_dir / "model",
+                               epochs=cg.sft_epochs, learning_rate=cg.sft_learning_rate,
+                               batch_size=cg.sft_batch_size, seed=0, use_cpu=True, bf16=bf16)
+        sft_s = time.perf_counter() - started
+        record = json.loads((Path(model) / "warm_start.json").read_text())
+        started = time.perf_counter()
+        rows = agent_rows(cfg, model, dev_tasks, resolver, point_dir / "dev.jsonl", progress=progress)
+        hits = [float(r["p@1"]) for r in rows]
+        k = int(sum(hits))
+        points.append({"n_tasks": n, "n_demos": len(demos), "demo_tasks": len({d["instance_id"] for d in demos}),
+                       "sft_tokens_per_epoch": record["tokens"], "sft_s": round(sft_s, 1),
+                       "p_at_1": k / len(hits), "p_at_1_ci95": [round(x, 3) for x in wilson(k, len(hits))],
+                       "format_error_episodes": sum(bool(r["extra"].get("format_errors")) for r in rows),
+                       "eval_s": round(time.perf_counter() - started, 1), "per_task": hits})
+    return {"what": "warm-start P@1 on held-out REAL train tasks against the number of real train tasks "
+                    "demonstrated (scripted-expert episodes, rejection sampled); SMALL dev sample",
+            "profile": cfg.get("profile"), "train_config": str(train_config or cfg.get("train", {}).get("config")),
+            "seed": seed,
+            "dev_ids": [t.instance_id for t in dev_tasks], "n_pool": len(pool_tasks),
+            "sft": {"epochs": cg.sft_epochs, "learning_rate": cg.sft_learning_rate, "batch_size": cg.sft_batch_size,
+                    "precision": "bf16" if bf16 else "fp32"},
+            "expert_p_at_1": sum(expert) / len(expert), "expert_per_task": expert,
+            "points": points, "cpu": cpu_features()}
