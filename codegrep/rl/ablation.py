@@ -62,8 +62,9 @@ def design_overrides(cg: Any, grpo: Any, main_turns: int | None = None) -> dict[
     group = cg.ablation_num_generations or grpo.num_generations
     if cg.ablation_num_generations:
         over["num_generations"] = group
-    if cg.ablation_prompts_per_step:
-        over["per_device_train_batch_size"] = cg.ablation_prompts_per_step * group
+    if cg.ablation_prompts_per_step:  # one micro-batch holds the step's groups (the YAML's accumulation is the
+        over["per_device_train_batch_size"] = cg.ablation_prompts_per_step * group  # main run's memory split)
+        over["gradient_accumulation_steps"] = 1
     return over
 
 
