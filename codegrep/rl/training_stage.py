@@ -683,9 +683,27 @@ def figures(result: TrainingStage, out: Any, *names: str) -> dict[str, Any]:
     return draw(FIGURES, result, out, names, absent=["data_ablation"] if result.mixes is None else [])
 
 
+def heuristic_gap(results: dict[str, list[dict[str, Any]]], policy: str = "GRPO") -> dict[str, float]:
+    """Issue 27's goal as numbers: the trained agent's P@1 minus the grep heuristic's on the instances both ran,
+    with a paired 95% bootstrap interval (``p_at_1_diff_heuristic[_lo|_hi]``); empty when either is missing.
+
+    >>> rows = lambda files: [{"instance_id": i, "ranked": f, "files": f, "gold": ["a.py"], "f0.5": 0.0,
+    ...                        "rounds": 1, "tool_calls": 2, "tokens": 3, "extra": {}} for i, f in zip("xy", files)]
+    >>> heuristic_gap({"grep-heuristic": rows([["a.py"], ["a.py"]]), "GRPO": rows([["b.py"], ["a.py"]])})
+    {'p_at_1_diff_heuristic': -0.5, 'p_at_1_diff_heuristic_lo': -1.0, 'p_at_1_diff_heuristic_hi': 0.0}
+    """
+    if "grep-heuristic" not in results or policy not in results:
+        return {}
+    table = compare({k: results[k] for k in ("grep-heuristic", policy)}, reference="grep-heuristic",
+                    agent=policy).set_index("policy")
+    row = table.loc[policy]
+    return {f"p_at_1_diff_heuristic{s}": float(row[f"p_at_1_diff{s}"]) for s in ("", "_lo", "_hi")}
+
+
 def headline(result: TrainingStage) -> dict[str, Any]:
     """Notebook 03's headline record (``Outputs.headline`` keywords; ``artifacts/headlines/03_training.json``)."""
     numbers = headline_numbers(result.evaluation, result.steps, result.run_dir, result.verdict)
+    numbers.update(heuristic_gap(result.results))
     numbers.update(result.ceiling_numbers)
     if result.mixes is not None:
         for _, row in result.mixes.iterrows():
