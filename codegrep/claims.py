@@ -400,7 +400,8 @@ def _agent_goal(res: Results) -> Row:
            INCONCLUSIVE: f"the point estimate is below the grep heuristic's by {gap}, but the "
                          f"paired interval contains 0 {_scale(res)}.",
            NOT_MEASURED: res.reason("03_training", "p_at_1_diff_heuristic") or
-                         "notebook 03 did not record the agent's paired difference to the grep heuristic."}[v]
+                         "notebook 03 did not record the agent's paired difference to the grep heuristic (runs "
+                         "before the key existed; P@1 of both is in the value): rerun notebook 03 to fill it."}[v]
     return Row("(bundle goal, issue 27; not a paper claim) the trained agent reaches the grep heuristic's P@1",
                "— (the paper compares with BM25)",
                f"P@1 {fmt(g('p_at_1_agent'))} vs {fmt(g('p_at_1_grep_heuristic'))}; paired diff "
