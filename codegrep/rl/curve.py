@@ -8,7 +8,8 @@ greedily on the dev tasks through the real turn function. Beside each point: the
 the same dev tasks (what exact imitation reaches), a Wilson 95% interval, format errors and times. The dev set is
 small (15 by default): the intervals are wide, and the output says so.
 
-Every point is cached under ``--out`` (a re-run reuses finished points).
+Every point is cached under ``--out`` in a folder keyed by its demonstrations, SFT settings, agent section
+and dev tasks, so a re-run reuses a point only when all of them are the same.
 """
 from __future__ import annotations
 
@@ -89,14 +90,16 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     expert = expert_p_at_1(dev_tasks, resolver, cfg)
     points = []
     for n in sizes:
-        point_dir = out / f"tasks-{n}"
-        point_dir.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         demos = build.expert_demonstrations(pool_tasks[:n], resolver, pool, agent, seed=seed,
                                             env_mode=env.get("mode", "objects"), tool_config=tools)
         if not demos:
             points.append({"n_tasks": n, "n_demos": 0, "note": "no demonstration kept"})
             continue
+        settings = {"sft": [cg.model, cg.sft_epochs, cg.sft_learning_rate, cg.sft_batch_size, bf16, sft.SFT_RECIPE],
+                    "agent": cfg.get("agent"), "dev": [t.instance_id for t in dev_tasks]}
+        point_dir = out / f"tasks-{n}-{sft.demos_key([d['messages'] for d in demos], settings)}"  # reused only as is
+        point_dir.mkdir(parents=True, exist_ok=True)
         model = sft.warm_start(resolve_model(cg.model), [d["messages"] for d in demos], point_dir / "model",
                                epochs=cg.sft_epochs, learning_rate=cg.sft_learning_rate,
                                batch_size=cg.sft_batch_size, seed=0, use_cpu=True, bf16=bf16)

@@ -72,7 +72,8 @@ class CodeGrepArgs:
         "help": "Train only on these train-split instance ids, in this order (the ablation's screened pool)."})
     warm_start: bool = field(default=True, metadata={"help": "Supervised warm start on demonstrations first."})
     sft_sources: list[str] = field(default_factory=lambda: ["synthetic"], metadata={
-        "help": "Demonstrations: 'synthetic' (oracle-guided scripted episodes on the docstring train split), "
+        "help": "Demonstrations: 'synthetic' (rejection-sampled scripted-expert episodes on the train split's "
+                "task_kinds, codegrep.rl.demos), "
                 "'recorded' (real mini-swe-agent runs converted by codegrep.mining.run_converter) and/or 'catm'. "
                 "With several sources and sft_max_demos, they are taken in turn (equal shares)."})
     task_kinds: list[str] = field(default_factory=lambda: ["real", "docstring"], metadata={
