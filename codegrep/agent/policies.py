@@ -36,7 +36,7 @@ class HFPolicy:
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, max_new_tokens: int = 256,
                  temperature: float = 0.0, top_p: float = 1.0, device: str = "auto", batch_size: int = 8,
                  stop_strings: Sequence[str] = (), cpu_threads: int | None = None,
-                 prefix_cache_mb: int = 4096, cpu_precision: str = "fp32") -> None:
+                 prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -62,6 +62,9 @@ class HFPolicy:
         self.model, self.tokenizer = model, tokenizer
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.batch_size, self.stop_strings = max(1, batch_size), list(stop_strings)
+        self.stop_after_calls = stop_after_calls
+        """A row stops at its closed submit call or its ``stop_after_calls``-th closed call (None: at a submit
+        only; 0: never early), ``codegrep.agent.stopping``."""
         self.last_usage: list[dict[str, int]] = []
         from codegrep.agent.prefix_cache import PrefixCache, supports_prefix_cache
 
@@ -79,7 +82,8 @@ class HFPolicy:
                 "max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
                 "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads(),
                 "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
-                "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32"}
+                "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32",
+                "stop_after_calls": self.stop_after_calls}
 
     def generate(self, batch: Sequence[Messages]) -> list[str]:
         out, self.last_usage = [], []
@@ -95,11 +99,15 @@ class HFPolicy:
             if self.temperature > 0 else {"do_sample": False}
         extra = {"stop_strings": self.stop_strings, "tokenizer": self.tokenizer} if self.stop_strings else {}
         kwargs = {"max_new_tokens": self.max_new_tokens, **sampling, **extra, "pad_token_id": self.pad_id}
+        stop = self.stop_after_calls != 0
         if self.prefix_cache is not None:  # each history token prefilled once, across turns (prefix_cache.py)
             from codegrep.agent.prefix_cache import generate_with_prefix_cache
 
             rows = [torch.tensor(self.tokenizer(p, add_special_tokens=False)["input_ids"], dtype=torch.long)
                     for p in prompts]
+            width = max(len(r) for r in rows)
+            if stop:
+                kwargs["stopping_criteria"] = self._stopping(width)
             ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
                                                     prefill_precision=self.cpu_precision, **kwargs)
             lengths = [len(r) for r in rows]
@@ -110,6 +118,8 @@ class HFPolicy:
             finally:
                 self.tokenizer.padding_side = side  # the tokenizer may be shared with a trainer
             enc = enc.to(self.device)
+            if stop:
+                kwargs["stopping_criteria"] = self._stopping(enc["input_ids"].shape[1])
             with torch.inference_mode():
                 ids = self.model.generate(**enc, **kwargs)
             width, lengths = enc["input_ids"].shape[1], [int(m.sum()) for m in enc["attention_mask"]]
@@ -118,6 +128,13 @@ class HFPolicy:
             n_out = int((row != self.pad_id).sum())
             self.last_usage.append({"prompt_tokens": n_prompt, "completion_tokens": n_out})
         return self.tokenizer.batch_decode(new, skip_special_tokens=True)
+
+    def _stopping(self, width: int) -> Any:
+        from transformers import StoppingCriteriaList
+
+        from codegrep.agent.stopping import TurnStop
+
+        return StoppingCriteriaList([TurnStop(self.tokenizer, width, self.stop_after_calls)])
 
     @property
     def pad_id(self) -> int:
@@ -267,4 +284,19 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
     return HFPolicy(spec.get("model") or "smollm2", device=spec.get("device") or "auto",
                     batch_size=int(spec.get("batch_size") or 8), cpu_threads=spec.get("cpu_threads"),
                     prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None else 4096,
-                    cpu_precision=spec.get("cpu_precision") or "fp32", **sampling)
+                    cpu_precision=spec.get("cpu_precision") or "fp32",
+                    stop_after_calls=stop_after_calls(spec), **sampling)
+
+
+def stop_after_calls(spec: dict[str, Any]) -> int | None:
+    """Where an hf policy's rows stop (``HFPolicy.stop_after_calls``): ``stop_early: true`` (the default) stops at
+    the episode's ``max_calls_per_turn`` (or a submit); ``false`` never stops early.
+
+    >>> stop_after_calls({"max_calls_per_turn": 8}), stop_after_calls({"stop_early": False}), stop_after_calls({})
+    (8, 0, 8)
+    """
+    from codegrep.agent.protocol import AgentConfig
+
+    if spec.get("stop_early") is False:
+        return 0
+    return spec.get("max_calls_per_turn") or AgentConfig.max_calls_per_turn

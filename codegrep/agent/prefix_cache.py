@@ -91,6 +91,67 @@ class PrefixCache:
             self._stamp = stamp
 
 
+def growing_layer_class() -> type:
+    """A ``DynamicLayer`` that writes new states into a preallocated buffer instead of ``torch.cat``.
+
+    transformers' ``DynamicLayer.update`` concatenates, so every decoding step allocates and copies the whole cache:
+    on a batch of 16 rows x 2,000 positions that is ~1.5 GB per step for SmolLM2's 30 layers, and on 2 CPU cores the
+    allocation (page faults) and copy, not the model, set the step time. This layer keeps a buffer with room for
+    ``room`` more positions (doubled when full) and hands attention a view of its filled part; values are the same
+    tensors' values, so outputs are unchanged. Rows leaving the batch are selected in the buffer; repeating or
+    cropping materialise the view first (plain ``DynamicLayer`` from then on).
+    """
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        def __init__(self, keys: Any, values: Any, room: int) -> None:
+            super().__init__()
+            self.device, self.is_initialized = keys.device, True
+            self._k = self._v = None
+            self._n = 0
+            self._grow(keys, values, keys.shape[-2] + max(1, room))
+
+        def _grow(self, keys: Any, values: Any, capacity: int) -> None:
+            b, h, n, d = keys.shape
+            self._k = torch.empty((b, h, capacity, d), dtype=keys.dtype, device=keys.device)
+            self._v = torch.empty((b, h, capacity, values.shape[-1]), dtype=values.dtype, device=values.device)
+            self._k[:, :, :n], self._v[:, :, :n] = keys, values
+            self._n = n
+            self.keys, self.values = self._k[:, :, :n], self._v[:, :, :n]
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if self._k is None or key_states.shape[0] != self._k.shape[0]:
+                return super().update(key_states, value_states, *args, **kwargs)
+            n, add = self._n, key_states.shape[-2]
+            if n + add > self._k.shape[-2]:
+                self._grow(self.keys, self.values, 2 * (n + add))
+            self._k[:, :, n:n + add], self._v[:, :, n:n + add] = key_states, value_states
+            self._n = n + add
+            self.keys, self.values = self._k[:, :, :n + add], self._v[:, :, :n + add]
+            return self.keys, self.values
+
+        def _detach(self) -> None:  # later edits act on plain tensors (DynamicLayer's own code)
+            self.keys, self.values = self.keys.contiguous(), self.values.contiguous()
+            self._k = self._v = None
+
+        def crop(self, tokens_to_remove: int) -> None:
+            self._detach()
+            super().crop(tokens_to_remove)
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            self._detach()
+            super().batch_repeat_interleave(repeats)
+
+        def batch_select_indices(self, indices: Any) -> None:  # rows leaving the batch (decode_rows)
+            if self._k is None:
+                return super().batch_select_indices(indices)
+            self._k, self._v = self._k.index_select(0, indices), self._v.index_select(0, indices)
+            self.keys, self.values = self._k[:, :, :self._n], self._v[:, :, :self._n]
+
+    return GrowingLayer
+
+
 def supports_prefix_cache(model: Any) -> bool:
     """True for decoder-only models whose transformers cache is made of plain ``DynamicLayer`` layers."""
     from transformers import DynamicCache
@@ -164,6 +225,13 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
                     ks[i, :, width - len(r):], vs[i, :, width - len(r):] = states[i][layer][0][0], states[i][layer][1][0]
             layers.append((ks, vs))
         cache = DynamicCache(layers, config=model.config)
+        growing = growing_layer_class()  # no torch.cat per decoding step (the states are the same)
+        room = int(generate_kwargs.get("max_new_tokens") or 256)
+        cache.layers = [growing(layer.keys, layer.values, room) for layer in cache.layers]
+    settings = decode_settings(model, generate_kwargs)
+    if cache is not None and settings is not None:
+        settings["pad_token_id"] = pad_id if settings["pad_token_id"] is None else settings["pad_token_id"]
+        return decode_rows(model, ids, mask, cache, store, rows, width, **settings), width
     with torch.inference_mode():
         out = model.generate(input_ids=ids, attention_mask=mask, cache=cache, **generate_kwargs)
     if cache is None:
@@ -177,3 +245,101 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
               for layer in cache.layers]
         store.add(Entry(ids=out[i, start:fed].clone(), kv=kv))
     return out, width
+
+
+_PLAIN = {"repetition_penalty": (None, 1.0), "min_p": (None, 0.0), "no_repeat_ngram_size": (None, 0),
+          "suppress_tokens": (None, []), "bad_words_ids": (None,), "num_beams": (None, 1),
+          "num_return_sequences": (None, 1), "stop_strings": (None, [], ()), "min_new_tokens": (None, 0),
+          "length_penalty": (None, 1.0)}
+
+
+def decode_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``generate`` arguments (or a ``generation_config``) as :func:`decode_rows` settings; None when they ask
+    for something it does not do (a repetition penalty, beams, stop strings, ...): ``generate`` runs then."""
+    config = kwargs.get("generation_config")
+    get = (lambda k, d=None: kwargs.get(k, getattr(config, k, d) if config is not None else d))
+    for key, plain in _PLAIN.items():
+        value = get(key)
+        if value not in plain:
+            return None
+    eos = get("eos_token_id", model.generation_config.eos_token_id)
+    return {"max_new_tokens": int(get("max_new_tokens") or 256), "do_sample": bool(get("do_sample", False)),
+            "temperature": float(get("temperature") or 1.0), "top_p": float(get("top_p") or 1.0),
+            "top_k": int(get("top_k") or 0), "pad_token_id": get("pad_token_id"),
+            "eos_token_id": eos, "stopping_criteria": kwargs.get("stopping_criteria")}
+
+
+def _next_tokens(logits: Any, do_sample: bool, temperature: float, top_p: float, top_k: int = 0) -> Any:
+    """Greedy argmax, or a sample at ``temperature`` from the ``top_k`` / ``top_p`` nucleus (the warpers, in the
+    order ``generate`` applies them)."""
+    import torch
+
+    if not do_sample:
+        return logits.argmax(-1)
+    logits = logits.float() / max(temperature, 1e-6)
+    if 0 < top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, -1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, -1)
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(-1, descending=True)
+        drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix holding top_p
+        sorted_p[drop] = 0.0
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+    return torch.multinomial(probs, 1)[:, 0]
+
+
+def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache, rows: list[Any], width: int, *,
+                max_new_tokens: int = 256, pad_token_id: int = 0, do_sample: bool = False, temperature: float = 1.0,
+                top_p: float = 1.0, top_k: int = 0, eos_token_id: Any = None, stopping_criteria: Any = None) -> Any:
+    """Decode a left-padded, prefilled batch; a row that ends (EOS, or ``stopping_criteria``) LEAVES the batch.
+
+    ``model.generate`` keeps finished rows in the batch until the last one ends, so on 2 CPU cores one long row
+    held 15 finished ones for hundreds of steps. Here each step feeds only the unfinished rows (their cache rows
+    selected, ``GrowingLayer``); a finished row's states go to ``store`` at once. Returns the ids ``generate``
+    returns: prompt columns, then each row's tokens, ``pad_token_id`` after its end. Greedy text is the same as
+    ``generate``'s up to float rounding of a smaller batch (tested).
+    """
+    import torch
+
+    eos = model.generation_config.eos_token_id if eos_token_id is None else eos_token_id
+    eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+    n = ids.shape[0]
+    seqs = torch.full((n, width + max_new_tokens), pad_token_id, dtype=torch.long, device=ids.device)
+    seqs[:, :width] = ids
+    active = list(range(n))
+    feed = ids[:, -1:]
+    attn = mask.clone()
+    pos = mask.sum(1, keepdim=True) - 1  # position of each row's last prompt token (left padding)
+    steps = 0
+    with torch.inference_mode():
+        while active and steps < max_new_tokens:
+            out = model(input_ids=feed, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True)
+            token = _next_tokens(out.logits[:, -1], do_sample, temperature, top_p, top_k)
+            steps += 1
+            seqs[active, width + steps - 1] = token
+            ended = [token[j].item() in eos for j in range(len(active))]
+            if stopping_criteria is not None:
+                stop = stopping_criteria(seqs[active, :width + steps], None)
+                ended = [e or bool(x) for e, x in zip(ended, stop)]
+            if steps == max_new_tokens:
+                ended = [True] * len(active)
+            for j, i in enumerate(active):
+                if ended[j]:  # fed: its prompt and every token but the last (never fed, so no state)
+                    start = width - len(rows[i])
+                    kv = [(layer.keys[j:j + 1, :, start:].clone(), layer.values[j:j + 1, :, start:].clone())
+                          for layer in cache.layers]
+                    store.add(Entry(ids=seqs[i, start:width + steps - 1].clone(), kv=kv))
+                    seqs[i, width + steps:] = pad_token_id
+            keep = [j for j, e in enumerate(ended) if not e]
+            if len(keep) < len(active):
+                if not keep:
+                    break
+                index = torch.tensor(keep, device=ids.device)
+                for layer in cache.layers:
+                    layer.batch_select_indices(index)
+                active, token, attn, pos = [active[j] for j in keep], token[index], attn[index], pos[index]
+            feed = token[:, None]
+            attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], 1)
+            pos = pos + 1
+    return seqs[:, :width + steps]

@@ -107,6 +107,9 @@ class PolicyConfig:
     """hf on CPU: arithmetic of the prompt PREFILL (auto | fp32 | bf16; auto = bf16 autocast where the CPU has native
     bf16, as in training, ``codegrep.agent.precision``). Decoding stays fp32 (bf16 decode measured slower); the
     prefilled key/value states are kept in fp32. Recorded in each episode's ``policy``."""
+    stop_early: bool = True
+    """hf: a row stops generating once it has closed a submit call or ``max_calls_per_turn`` calls (what
+    ``apply_turn`` can still use; ``codegrep.agent.stopping``), so one long row no longer holds its batch."""
     max_new_tokens: int | None = None
     """Generated tokens per turn (None = the policy's default)."""
     temperature: float | None = None
@@ -392,12 +395,14 @@ def apply_turn(output: str, number: int, config: AgentConfig,
 
     >>> cfg = AgentConfig(max_turns=3, max_calls_per_turn=1)
     >>> run = lambda calls: [ToolResult(c.name, True, "a.py") for c in calls]
-    >>> out = apply_turn('<tool_call>{"name": "glob", "arguments": {"pattern": "*"}}</tool_call>' * 2, 1, cfg, run)
+    >>> call = '<tool_call>{"name": "glob", "arguments": {"pattern": "%s"}}</tool_call>'
+    >>> out = apply_turn(call % "*" + call % "*" + call % "*.py", 1, cfg, run)
     >>> print(out.observation)
     <tool_response>
     glob pattern="*"
     a.py
     </tool_response>
+    Format error: 1 repeated calls were not run
     Format error: 1 calls over the limit of 1 per turn were not run
     Turn 2 of 3.
     >>> apply_turn('<tool_call>{"name": "submit", "arguments": {"files": ["./a.py", "a.py", "b.py"]}}', 2, cfg, run)
@@ -414,9 +419,12 @@ def apply_turn(output: str, number: int, config: AgentConfig,
     if number >= config.max_turns:
         outcome.done = True  # out of turns without submitting: no files
         return outcome
-    outcome.calls = parsed.calls[: config.max_calls_per_turn]
-    if len(parsed.calls) > len(outcome.calls):
-        outcome.errors.append(f"{len(parsed.calls) - len(outcome.calls)} calls over the limit of "
+    distinct = distinct_calls(parsed.calls)
+    if len(distinct) < len(parsed.calls):  # a repeat would run the same search again and weigh its term twice
+        outcome.errors.append(f"{len(parsed.calls) - len(distinct)} repeated calls were not run")
+    outcome.calls = distinct[: config.max_calls_per_turn]
+    if len(distinct) > len(outcome.calls):
+        outcome.errors.append(f"{len(distinct) - len(outcome.calls)} calls over the limit of "
                               f"{config.max_calls_per_turn} per turn were not run")
     start = time.perf_counter()
     outcome.results = list(run_calls(outcome.calls)) if outcome.calls else []
@@ -429,6 +437,22 @@ def apply_turn(output: str, number: int, config: AgentConfig,
     if ranked:
         outcome.observation = f"{_RANKED}{', '.join(ranked)}\n{outcome.observation}"
     return outcome
+
+
+def distinct_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """The calls of a turn with exact repeats (same tool, same arguments) dropped, first occurrence kept.
+
+    >>> g = ToolCall("grep", {"pattern": "x"})
+    >>> [c.arguments for c in distinct_calls([g, ToolCall("grep", {"pattern": "y"}), ToolCall("grep", {"pattern": "x"})])]
+    [{'pattern': 'x'}, {'pattern': 'y'}]
+    """
+    seen, out = set(), []
+    for call in calls:
+        key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+        if key not in seen:
+            seen.add(key)
+            out.append(call)
+    return out
 
 
 _DEF_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")

