@@ -257,7 +257,10 @@ def decode_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None
     """The ``generate`` arguments (or a ``generation_config``) as :func:`decode_rows` settings; None when they ask
     for something it does not do (a repetition penalty, beams, stop strings, ...): ``generate`` runs then."""
     config = kwargs.get("generation_config")
-    get = (lambda k, d=None: kwargs.get(k, getattr(config, k, d) if config is not None else d))
+
+    def get(key: str, default: Any = None) -> Any:
+        return kwargs.get(key, getattr(config, key, default) if config is not None else default)
+
     for key, plain in _PLAIN.items():
         value = get(key)
         if value not in plain:
