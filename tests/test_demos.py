@@ -190,3 +190,20 @@ def test_demos_curve_holds_out_real_train_tasks_and_never_evaluation_ones(monkey
     assert [t.instance_id for t in real_train_split({"tasks": {}}, dev=4, seed=1)[1]] != dev_ids
     with pytest.raises(ValueError, match="--dev"):
         real_train_split({"tasks": {}}, dev=11, seed=0)
+
+
+def test_bench_demos_figure_shows_each_point_and_the_expert_line():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from codegrep.rl.curve import demos_figure
+
+    doc = {"profile": "smoke", "seed": 0, "dev_ids": [f"d{i}" for i in range(15)], "expert_p_at_1": 0.4,
+           "points": [{"n_tasks": 10, "n_demos": 8, "p_at_1": 0.2, "p_at_1_ci95": [0.07, 0.45]},
+                      {"n_tasks": 20, "n_demos": 0, "note": "no demonstration kept"},
+                      {"n_tasks": 40, "n_demos": 36, "p_at_1": 0.267, "p_at_1_ci95": [0.11, 0.52]}]}
+    ax = demos_figure(doc).axes[0]
+    xs = list(ax.lines[0].get_xdata())
+    assert xs == [10, 40]  # the point without demonstrations is not drawn as a zero
+    assert any(list(line.get_ydata()) == [0.4, 0.4] for line in ax.lines)  # the expert's P@1
+    assert "SMALL: 15 dev tasks" in ax.get_title()

@@ -250,25 +250,28 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
 _PLAIN = {"repetition_penalty": (None, 1.0), "min_p": (None, 0.0), "no_repeat_ngram_size": (None, 0),
           "suppress_tokens": (None, []), "bad_words_ids": (None,), "num_beams": (None, 1),
           "num_return_sequences": (None, 1), "stop_strings": (None, [], ()), "min_new_tokens": (None, 0),
-          "length_penalty": (None, 1.0)}
+          "length_penalty": (None, 1.0), "typical_p": (None, 1.0), "epsilon_cutoff": (None, 0.0),
+          "eta_cutoff": (None, 0.0), "forced_bos_token_id": (None,), "forced_eos_token_id": (None,),
+          "begin_suppress_tokens": (None, [])}
 
 
 def decode_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
     """The ``generate`` arguments (or a ``generation_config``) as :func:`decode_rows` settings; None when they ask
     for something it does not do (a repetition penalty, beams, stop strings, ...): ``generate`` runs then."""
-    config = kwargs.get("generation_config")
+    config = kwargs.get("generation_config") or model.generation_config  # as generate: the model's config fills in
 
     def get(key: str, default: Any = None) -> Any:
-        return kwargs.get(key, getattr(config, key, default) if config is not None else default)
+        return kwargs[key] if key in kwargs else getattr(config, key, default)
 
     for key, plain in _PLAIN.items():
         value = get(key)
         if value not in plain:
             return None
-    eos = get("eos_token_id", model.generation_config.eos_token_id)
+    eos = get("eos_token_id")
     return {"max_new_tokens": int(get("max_new_tokens") or 256), "do_sample": bool(get("do_sample", False)),
             "temperature": float(get("temperature") or 1.0), "top_p": float(get("top_p") or 1.0),
-            "top_k": int(get("top_k") or 0), "pad_token_id": get("pad_token_id"),
+            "top_k": 50 if get("top_k") is None else int(get("top_k")),  # generate's default when unset
+            "pad_token_id": get("pad_token_id"),
             "eos_token_id": eos, "stopping_criteria": kwargs.get("stopping_criteria")}
 
 

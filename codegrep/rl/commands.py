@@ -153,7 +153,7 @@ def register_bench(bench_subparsers: Any) -> None:
     d.add_argument("--dev", type=positive_int, default=15, help="held-out real train tasks evaluated (default 15)")
     d.add_argument("--seed", type=int, default=0, help="seed of the dev split and task order")
     d.add_argument("--out", default="artifacts/bench/demos", help="cache of the points' models and rows")
-    d.add_argument("--result", help="also write the JSON here (e.g. docs/results/bench_demos.json)")
+    d.add_argument("--result", help="also write the JSON here (e.g. docs/results/bench_demos.json), and its figure beside it (.png)")
     d.set_defaults(func=_bench_demos)
 
 
@@ -182,6 +182,11 @@ def _bench_demos(args: argparse.Namespace) -> int:
     doc = demos_curve(load_profile(args.profile), args.config, args.tasks, args.dev, args.out, seed=args.seed)
     text = json.dumps(doc, indent=1)
     if args.result:
+        from pathlib import Path
+
+        from codegrep.rl.curve import demos_figure
+
         write_atomic(args.result, text + "\n")
+        demos_figure(doc).savefig(Path(args.result).with_suffix(".png"), dpi=130, bbox_inches="tight")
     print(text)
     return 0

@@ -123,3 +123,37 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
                     "precision": "bf16" if bf16 else "fp32"},
             "expert_p_at_1": sum(expert) / len(expert), "expert_per_task": expert,
             "points": points, "cpu": cpu_features()}
+
+
+def demos_figure(doc: dict[str, Any]) -> Any:
+    """P@1 on the dev tasks against the number of real train tasks demonstrated (Wilson 95% bars), the scripted
+    expert's P@1 on the same tasks as a dashed line with its band: the figure ``bench demos --result X.json`` saves
+    beside ``X.json`` as ``X.png``."""
+    from codegrep import plots
+    from codegrep.claims import wilson
+
+    fig, ax = plots.subplots(width=5.4)
+    pts = [p for p in doc["points"] if p.get("n_demos")]
+    n_dev = len(doc["dev_ids"])
+    if pts:
+        x = [p["n_tasks"] for p in pts]
+        y = [p["p_at_1"] for p in pts]
+        lo = [p["p_at_1"] - p["p_at_1_ci95"][0] for p in pts]
+        hi = [p["p_at_1_ci95"][1] - p["p_at_1"] for p in pts]
+        ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, label="warm start (SFT on expert demos)")
+        for p in pts:
+            ax.annotate(f"{p['n_demos']} demos", (p["n_tasks"], p["p_at_1"]), textcoords="offset points",
+                        xytext=(4, 6), fontsize=7, color="0.35")
+        k = round(doc["expert_p_at_1"] * n_dev)
+        e_lo, e_hi = wilson(k, n_dev)
+        ax.axhline(doc["expert_p_at_1"], ls="--", color="0.3", label="scripted expert (what imitation reaches)")
+        ax.axhspan(e_lo, e_hi, color="0.85", alpha=0.5, lw=0)
+        ax.set_xticks(x)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("real train tasks demonstrated")
+    ax.set_ylabel(f"P@1 on {n_dev} held-out train tasks")
+    plots.title(ax, "Does the number of real issues bound the warm start?",
+                f"real TRAIN tasks only (SMALL: {n_dev} dev tasks), {plots.interval_label('Wilson')}")
+    ax.legend(loc="upper left", fontsize=7)
+    plots.mark_source(fig, f"profile {doc.get('profile')}, seed {doc.get('seed')}")
+    return fig
