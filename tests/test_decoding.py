@@ -67,6 +67,9 @@ def test_rows_leave_the_batch_and_the_text_matches_generate(policy):
                      prefix_cache_mb=0, stop_after_calls=0)
     assert policy.prefix_cache is not None
     assert policy.generate(histories) == plain.generate(histories)
+    before = HFPolicy(policy.model, policy.tokenizer, max_new_tokens=24, device="cpu", batch_size=4,
+                      stop_after_calls=0, leave_batch=False)  # bench decode's baseline: generate on the cached path
+    assert before.generate(histories) == plain.generate(histories)
 
     class StopRow1:  # ends row 1 after its 5th new token
         def __init__(self, width: int) -> None:

@@ -36,7 +36,8 @@ class HFPolicy:
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, max_new_tokens: int = 256,
                  temperature: float = 0.0, top_p: float = 1.0, device: str = "auto", batch_size: int = 8,
                  stop_strings: Sequence[str] = (), cpu_threads: int | None = None,
-                 prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0) -> None:
+                 prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0,
+                 leave_batch: bool = True) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -62,7 +63,7 @@ class HFPolicy:
         self.model, self.tokenizer = model, tokenizer
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.batch_size, self.stop_strings = max(1, batch_size), list(stop_strings)
-        self.stop_after_calls = stop_after_calls
+        self.stop_after_calls, self.leave_batch = stop_after_calls, leave_batch
         """A row stops at its closed submit call or its ``stop_after_calls``-th closed call (None: at a submit
         only; 0: never early), ``codegrep.agent.stopping``."""
         self.last_usage: list[dict[str, int]] = []
@@ -109,7 +110,8 @@ class HFPolicy:
             if stop:
                 kwargs["stopping_criteria"] = self._stopping(width)
             ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
-                                                    prefill_precision=self.cpu_precision, **kwargs)
+                                                    prefill_precision=self.cpu_precision,
+                                                    leave_batch=self.leave_batch, **kwargs)
             lengths = [len(r) for r in rows]
         else:
             side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"  # decoder-only: pad on the left

@@ -195,11 +195,14 @@ def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32") 
 
 
 def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, pad_id: int,
-                               prefill_precision: str = "fp32", **generate_kwargs: Any) -> tuple[Any, int]:
+                               prefill_precision: str = "fp32", leave_batch: bool = True,
+                               **generate_kwargs: Any) -> tuple[Any, int]:
     """Generate for ``rows`` (1-D id tensors); returns (left-padded output ids, prompt width).
 
     Rows are prefilled one by one against ``store``, then decoded together; each finished sequence is added
     to ``store`` (its fed tokens and states), so the next turn of the same episode prefills only what is new.
+    ``leave_batch`` False decodes through ``model.generate`` with transformers' own cache layers (the path before
+    :func:`decode_rows`; ``codegrep bench decode``'s baseline).
     """
     import torch
     from transformers import DynamicCache
@@ -225,11 +228,11 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
                     ks[i, :, width - len(r):], vs[i, :, width - len(r):] = states[i][layer][0][0], states[i][layer][1][0]
             layers.append((ks, vs))
         cache = DynamicCache(layers, config=model.config)
+    settings = decode_settings(model, generate_kwargs) if leave_batch else None
+    if cache is not None and settings is not None:
         growing = growing_layer_class()  # no torch.cat per decoding step (the states are the same)
         room = int(generate_kwargs.get("max_new_tokens") or 256)
         cache.layers = [growing(layer.keys, layer.values, room) for layer in cache.layers]
-    settings = decode_settings(model, generate_kwargs)
-    if cache is not None and settings is not None:
         settings["pad_token_id"] = pad_id if settings["pad_token_id"] is None else settings["pad_token_id"]
         return decode_rows(model, ids, mask, cache, store, rows, width, **settings), width
     with torch.inference_mode():

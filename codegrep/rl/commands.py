@@ -155,6 +155,34 @@ def register_bench(bench_subparsers: Any) -> None:
     d.add_argument("--out", default="artifacts/bench/demos", help="cache of the points' models and rows")
     d.add_argument("--result", help="also write the JSON here (e.g. docs/results/bench_demos.json), and its figure beside it (.png)")
     d.set_defaults(func=_bench_demos)
+    c = bench_subparsers.add_parser(
+        "decode", help="agent evaluation time: rows leaving the batch + early stop + length-sorted batches vs "
+                       "transformers' generate, same model and real TRAIN tasks",
+        description="Runs the agent greedily on --tasks seeded real train tasks twice in one process: the baseline "
+                    "(model.generate, no early stop, tasks in seeded order) and the profile's path (codegrep/agent/"
+                    "decode_bench.py). Prints one JSON object: seconds, speedup, tokens, P@1 of each arm.")
+    c.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
+    c.add_argument("--model", default="smollm2", help="model directory or name (e.g. a run's final/ directory)")
+    c.add_argument("--tasks", type=positive_int, default=32, help="real train tasks (default 32)")
+    c.add_argument("--seed", type=int, default=0, help="seed of the task sample")
+    c.add_argument("--result", help="also write the JSON here")
+    c.set_defaults(func=_bench_decode)
+
+
+def _bench_decode(args: argparse.Namespace) -> int:
+    import json
+
+    from codegrep.agent.decode_bench import bench_decode
+    from codegrep.agent.models import resolve_model
+    from codegrep.config import load_profile
+    from codegrep.files import write_atomic
+
+    doc = bench_decode(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed)
+    text = json.dumps(doc, indent=1)
+    if args.result:
+        write_atomic(args.result, text + "\n")
+    print(text)
+    return 0
 
 
 def _sizes(text: str) -> list[int]:

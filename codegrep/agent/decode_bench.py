@@ -1,0 +1,73 @@
+"""``codegrep bench decode``: agent evaluation time, the decoding of issue 27 against the path before it.
+
+Both arms run the same model on the same seeded real TRAIN tasks (never an evaluation instance) through the real
+turn function, greedy, ``agent.batch_size`` episodes per batch, one after the other in one process:
+
+* ``baseline``: tasks in their seeded order, rows decoded by ``model.generate`` with transformers' cache layers (a
+  finished row stays in its batch until the last one ends; the cache is concatenated every step), no early stop;
+* ``fast``: the profile's path: batches of similar issue length, rows leave the batch when they end
+  (``prefix_cache.decode_rows``, a growing cache buffer), a row stops at its submit or its call cap (``stop_early``).
+
+Both use the prefix cache and the profile's prefill precision. Printed: seconds per arm and per instance, the
+speedup, generated tokens, P@1 of each arm (a check that speed did not change what the agent does: the stop drops
+only text the turn function never reads; a smaller batch can round floats differently) and the share of episodes
+whose turns are identical.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from typing import Any
+
+
+def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) -> dict[str, Any]:
+    """The JSON object ``codegrep bench decode`` prints (module docstring)."""
+    from codegrep.agent.loop import run_episodes
+    from codegrep.agent.policies import HFPolicy, stop_after_calls
+    from codegrep.agent.precision import cpu_features
+    from codegrep.agent.protocol import AgentConfig, visible_issue
+    from codegrep.config import section
+    from codegrep.env.pool import WorktreePool
+    from codegrep.env.tools import ToolConfig, open_environment
+    from codegrep.rl.curve import real_train_split
+
+    pool_tasks, dev, resolver = real_train_split(cfg, 1, seed)
+    import random
+
+    tasks = random.Random(seed).sample(pool_tasks + dev, min(n, len(pool_tasks) + len(dev)))
+    spec = dict(cfg.get("agent") or {})
+    config = AgentConfig.from_dict(spec, "agent")
+    env = section(cfg, "env")
+    pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
+    size = max(1, int(spec.get("batch_size") or 8))
+    base = HFPolicy(model, max_new_tokens=int(spec.get("max_new_tokens") or 256), device="cpu", batch_size=size,
+                    cpu_precision=spec.get("cpu_precision") or "fp32", stop_after_calls=0, leave_batch=False)
+    fast = HFPolicy(base.model, base.tokenizer, max_new_tokens=base.max_new_tokens, device="cpu", batch_size=size,
+                    cpu_precision=spec.get("cpu_precision") or "fp32", stop_after_calls=stop_after_calls(spec))
+    arms = {"baseline": (base, tasks),
+            "fast": (fast, sorted(tasks, key=lambda t: len(visible_issue(t.problem_statement, config))))}
+    out: dict[str, Any] = {"bench": "decode", "model": str(model), "n_tasks": len(tasks), "batch_size": size,
+                           "tasks": "seeded real TRAIN tasks (never an evaluation instance)", "arms": {}}
+    turns: dict[str, dict[str, list[str]]] = {}
+    for name, (policy, order) in arms.items():
+        started, episodes = time.perf_counter(), []
+        for i in range(0, len(order), size):
+            batch = order[i:i + size]
+            with ExitStack() as stack:
+                envs = [stack.enter_context(open_environment(t, resolver, pool, env.get("mode", "objects"), tools))
+                        for t in batch]
+                episodes += run_episodes([(t.problem_statement, e) for t, e in zip(batch, envs)], policy, config,
+                                         ids=[t.instance_id for t in batch])
+        seconds = time.perf_counter() - started
+        gold = {t.instance_id: set(t.gold_files) for t in tasks}
+        hits = [bool(ep.files) and ep.files[0] in gold[ep.instance_id] for ep in episodes]
+        turns[name] = {ep.instance_id: [t.output for t in ep.turns] for ep in episodes}
+        out["arms"][name] = {"seconds": round(seconds, 1), "s_per_instance": round(seconds / len(order), 2),
+                             "generated_tokens": sum(t.completion_tokens for ep in episodes for t in ep.turns),
+                             "p_at_1": round(sum(hits) / len(hits), 3)}
+    a, b = out["arms"]["baseline"], out["arms"]["fast"]
+    out["speedup"] = round(a["seconds"] / max(b["seconds"], 1e-9), 2)
+    same = [turns["baseline"][i] == turns["fast"][i] for i in turns["baseline"]]
+    out["identical_episodes_share"] = round(sum(same) / len(same), 3)
+    out["cpu"] = cpu_features()
+    return out
