@@ -69,5 +69,7 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
     out["speedup"] = round(a["seconds"] / max(b["seconds"], 1e-9), 2)
     same = [turns["baseline"][i] == turns["fast"][i] for i in turns["baseline"]]
     out["identical_episodes_share"] = round(sum(same) / len(same), 3)
+    from codegrep.rl.curve import provenance
+
     out["cpu"] = cpu_features()
-    return out
+    return {**out, **provenance()}

@@ -111,7 +111,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
         k = int(sum(hits))
         points.append({"n_tasks": n, "n_demos": len(demos), "demo_tasks": len({d["instance_id"] for d in demos}),
                        "sft_tokens_per_epoch": record["tokens"], "sft_s": round(sft_s, 1),
-                       "p_at_1": k / len(hits), "p_at_1_ci95": [round(x, 3) for x in wilson(k, len(hits))],
+                       "p_at_1": k / len(hits), "p_at_1_ci95": [round(x, 3) + 0.0 for x in wilson(k, len(hits))],
                        "format_error_episodes": sum(bool(r["extra"].get("format_errors")) for r in rows),
                        "eval_s": round(time.perf_counter() - started, 1), "per_task": hits})
     return {"what": "warm-start P@1 on held-out REAL train tasks against the number of real train tasks "
@@ -122,7 +122,18 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
             "sft": {"epochs": cg.sft_epochs, "learning_rate": cg.sft_learning_rate, "batch_size": cg.sft_batch_size,
                     "precision": "bf16" if bf16 else "fp32"},
             "expert_p_at_1": sum(expert) / len(expert), "expert_per_task": expert,
-            "points": points, "cpu": cpu_features()}
+            "points": points, "cpu": cpu_features(), **provenance()}
+
+
+def provenance() -> dict[str, str]:
+    """The code and date a bench result comes from (``git_commit`` with ``+dirty`` for uncommitted changes)."""
+    from datetime import datetime, timezone
+
+    from codegrep.config import project_root
+    from codegrep.data.gitcmd import checkout_commit
+
+    return {"git_commit": checkout_commit(project_root(), "+dirty", timeout=10),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
 
 def demos_figure(doc: dict[str, Any]) -> Any:
