@@ -164,6 +164,35 @@ def _run_one(nb_path: Path, executed: Path, params: dict[str, Any]) -> None:
                              f"executed copy with the traceback: {executed}") from None
 
 
+def cpu_ticks() -> list[int] | None:
+    """The machine's aggregate CPU time counters from ``/proc/stat`` (user nice system idle iowait irq softirq
+    steal, in clock ticks), or None where there is no such file (not Linux)."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    return [int(x) for x in fields[1:9]] if fields and fields[0] == "cpu" and len(fields) >= 9 else None
+
+
+def cpu_shares(before: list[int] | None, after: list[int] | None) -> dict[str, float] | None:
+    """How the machine's CPU time went between two :func:`cpu_ticks` readings: ``busy`` (user+nice+system+irq),
+    ``idle`` (idle+iowait) and ``steal`` (taken by the hypervisor for other guests: wall times measured under steal
+    are not comparable with an idle machine's). None when either reading is missing.
+
+    >>> cpu_shares([0] * 8, [50, 0, 10, 25, 5, 0, 0, 10])
+    {'busy': 0.6, 'idle': 0.3, 'steal': 0.1}
+    """
+    if before is None or after is None:
+        return None
+    d = [b - a for a, b in zip(before, after)]
+    total = sum(d)
+    if total <= 0:
+        return None
+    busy, idle = d[0] + d[1] + d[2] + d[5] + d[6], d[3] + d[4]
+    return {"busy": round(busy / total, 3), "idle": round(idle / total, 3), "steal": round(d[7] / total, 3)}
+
+
 def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, out: Path | None = None,
               force: bool = False, seed: int | None = None, overrides: Sequence[str] = (),
               notebooks_dir: Path | None = None) -> ReproduceResult:
@@ -210,15 +239,17 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
             result.cached.append(name)
             continue
         print(f"[reproduce] {name}: running ({cfg['profile']} profile)", file=sys.stderr)
-        start = time.perf_counter()
+        start, ticks = time.perf_counter(), cpu_ticks()
         cache.pop(name, None)
         write_atomic(cache_file, json.dumps(cache, indent=2))
         _run_one(nb_path, executed, params)
         result.seconds[name] = round(time.perf_counter() - start, 2)
         result.ran.append(name)
-        cache[name] = {"key": key, "seconds": result.seconds[name], "finished": time.time()}
+        cache[name] = {"key": key, "seconds": result.seconds[name], "finished": time.time(),
+                       "cpu": cpu_shares(ticks, cpu_ticks())}
         write_atomic(cache_file, json.dumps(cache, indent=2))
-    record_precision(write_run_record(artifacts, cfg, {n: cache.get(n, {}).get("seconds") for n in NOTEBOOKS}), cfg)
+    record_precision(write_run_record(artifacts, cfg, {n: cache.get(n, {}).get("seconds") for n in NOTEBOOKS},
+                                      {n: cache.get(n, {}).get("cpu") for n in NOTEBOOKS}), cfg)
     build_report(artifacts)
     return result
 
@@ -288,8 +319,13 @@ def measured_times(root: Path | None = None) -> dict[str, Any]:
         machine = (f"{cpu.get('torch_threads', '?')} CPU threads, {cpu.get('cpu_model', '?')}, "
                    f"{(run.get('cpu_precision') or {}).get('precision', '?')}" if isinstance(cpu, dict) and cpu
                    else str(run.get("platform", "?")))
-        out[path.parent.name] = {"seconds": seconds, "total_s": sum(v for v in seconds.values() if
-                                                                     isinstance(v, (int, float))),
+        total = sum(v for v in seconds.values() if isinstance(v, (int, float)))
+        shares = run.get("notebook_cpu") if isinstance(run.get("notebook_cpu"), dict) else {}
+        stolen = sum(seconds.get(n, 0) * (c or {}).get("steal", 0) for n, c in shares.items()
+                     if isinstance(seconds.get(n), (int, float)) and isinstance(c, dict))
+        if stolen >= 0.05 * total > 0:  # a busy host: say so beside the time
+            machine += f", {stolen / total:.0%} of CPU time stolen by the host"
+        out[path.parent.name] = {"seconds": seconds, "total_s": total,
                                  "measured_at": str(run.get("finished_at", "?"))[:10],
                                  "git_commit": run.get("git_commit", "?"), "machine": machine,
                                  "cold": run.get("cold")}

@@ -143,8 +143,10 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-def write_run_record(artifacts: Path, cfg: dict[str, Any], seconds: dict[str, Any]) -> Path:
-    """``run.json``: versions, git commit, profile, seed, the resolved config and wall times."""
+def write_run_record(artifacts: Path, cfg: dict[str, Any], seconds: dict[str, Any],
+                     cpu: dict[str, Any] | None = None) -> Path:
+    """``run.json``: versions, git commit, profile, seed, the resolved config, wall times and, per notebook, how the
+    machine's CPU time went while it ran (``notebook_cpu``: busy/idle/steal shares, ``pipeline.cpu_shares``)."""
     from codegrep.config import project_root
 
     record = {
@@ -153,7 +155,8 @@ def write_run_record(artifacts: Path, cfg: dict[str, Any], seconds: dict[str, An
         "python": platform.python_version(), "platform": platform.platform(),
         "versions": {p: _version(p) for p in ("codegrep", "torch", "transformers", "trl", "datasets",
                                               "bm25s", "sentence-transformers", "papermill", "mcp", "vllm")},
-        "notebook_seconds": seconds, "config": {k: v for k, v in cfg.items() if k != "_source"},
+        "notebook_seconds": seconds, "notebook_cpu": cpu or {},
+        "config": {k: v for k, v in cfg.items() if k != "_source"},
     }
     path = Path(artifacts) / "run.json"
     write_atomic(path, json.dumps(record, indent=2, sort_keys=True, default=str))

@@ -172,3 +172,22 @@ def test_shipped_profiles_pass_notebook_parameters_that_exist(name):
 
     for profile in sorted(p.stem for p in (ROOT / "configs").glob("*.yaml")):
         notebook_params(load_profile(profile), name, ROOT / "notebooks" / f"{name}.ipynb")
+
+
+def test_run_record_keeps_cpu_steal_and_the_measured_time_says_so(tmp_path):
+    """A run timed on a host that steals CPU says so beside its time (reproduce --help); an idle one does not."""
+    import json
+
+    from codegrep.pipeline import cpu_shares, cpu_ticks, measured_times
+    from codegrep.report import write_run_record
+
+    ticks = cpu_ticks()
+    assert ticks is None or len(ticks) == 8
+    for name, steal in (("busy", 0.25), ("idle", 0.0)):
+        runs = tmp_path / name / "docs" / "results" / "smoke"
+        runs.mkdir(parents=True)
+        cpu = {"03_training": cpu_shares([0] * 8, [60, 0, 15, 0, 0, 0, 0, int(100 * steal)])}
+        write_run_record(runs, {"profile": "smoke"}, {"03_training": 600.0}, cpu)
+        assert json.loads((runs / "run.json").read_text())["notebook_cpu"] == cpu
+        machine = measured_times(tmp_path / name)["smoke"]["machine"]
+        assert ("stolen by the host" in machine) == (steal > 0), machine
