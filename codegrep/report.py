@@ -136,6 +136,14 @@ def _git_commit(root: Path) -> str:
     return checkout_commit(root, "+dirty", timeout=10)
 
 
+def provenance() -> dict[str, str]:
+    """The code and date a bench result comes from (``git_commit`` as in ``run.json``, ``+dirty`` for uncommitted
+    changes)."""
+    from codegrep.config import project_root
+
+    return {"git_commit": _git_commit(project_root()), "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
 def _version(pkg: str) -> str | None:
     try:
         return metadata.version(pkg)

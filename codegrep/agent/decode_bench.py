@@ -23,7 +23,7 @@ from typing import Any
 def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) -> dict[str, Any]:
     """The JSON object ``codegrep bench decode`` prints (module docstring)."""
     from codegrep.agent.loop import run_episodes
-    from codegrep.agent.policies import HFPolicy, stop_after_calls
+    from codegrep.agent.policies import HFPolicy, make_policy
     from codegrep.agent.precision import cpu_features
     from codegrep.agent.protocol import AgentConfig, visible_issue
     from codegrep.config import section
@@ -40,10 +40,10 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
     env = section(cfg, "env")
     pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
     size = max(1, int(spec.get("batch_size") or 8))
-    base = HFPolicy(model, max_new_tokens=int(spec.get("max_new_tokens") or 256), device="cpu", batch_size=size,
-                    cpu_precision=spec.get("cpu_precision") or "fp32", stop_after_calls=0, leave_batch=False)
-    fast = HFPolicy(base.model, base.tokenizer, max_new_tokens=base.max_new_tokens, device="cpu", batch_size=size,
-                    cpu_precision=spec.get("cpu_precision") or "fp32", stop_after_calls=stop_after_calls(spec))
+    fast = make_policy({**spec, "model": model, "policy": "hf", "endpoint": None, "temperature": 0.0})
+    base = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
+                    batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
+                    prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0)  # its own cache
     arms = {"baseline": (base, tasks),
             "fast": (fast, sorted(tasks, key=lambda t: len(visible_issue(t.problem_statement, config))))}
     out: dict[str, Any] = {"bench": "decode", "model": str(model), "n_tasks": len(tasks), "batch_size": size,
@@ -69,7 +69,7 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
     out["speedup"] = round(a["seconds"] / max(b["seconds"], 1e-9), 2)
     same = [turns["baseline"][i] == turns["fast"][i] for i in turns["baseline"]]
     out["identical_episodes_share"] = round(sum(same) / len(same), 3)
-    from codegrep.rl.curve import provenance
+    from codegrep.report import provenance
 
     out["cpu"] = cpu_features()
     return {**out, **provenance()}

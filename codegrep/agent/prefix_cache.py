@@ -121,7 +121,9 @@ def growing_layer_class() -> type:
             self.keys, self.values = self._k[:, :, :n], self._v[:, :, :n]
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            if self._k is None or key_states.shape[0] != self._k.shape[0]:
+            if self._k is not None and key_states.shape[0] != self._k.shape[0]:
+                self._detach()  # not the batch this buffer holds: DynamicLayer's own code from here on
+            if self._k is None:
                 return super().update(key_states, value_states, *args, **kwargs)
             n, add = self._n, key_states.shape[-2]
             if n + add > self._k.shape[-2]:

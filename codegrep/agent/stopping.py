@@ -1,8 +1,8 @@
 """Where a row of a batched ``generate`` may stop early: after the text the turn function would still use.
 
 :func:`codegrep.agent.protocol.apply_turn` ends an episode at its first valid ``submit`` call and runs at most
-``max_calls_per_turn`` calls of a turn, so a row that has closed a submit call, or closed that many calls, has
-written everything that can still change its episode. Decoding past that point only costs time: on 2 CPU cores a
+``max_calls_per_turn`` distinct valid calls of a turn, so a row that has closed a valid submit call, or closed that
+many distinct valid calls, has written everything that can still change its episode. Decoding past that point only costs time: on 2 CPU cores a
 batch decodes until its longest row stops, and one row that keeps writing after its submit held 15 others for up to
 256 steps (the first cold smoke run, docs/training.md). Like a stop sequence of an inference server, the row ends
 there; the cut text is not written, so what it would have added is missing from the episode: format errors in
@@ -10,29 +10,35 @@ blocks after a submit, or the "calls over the limit" note (those calls were neve
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 _CLOSE = "</tool_call>"
-_SUBMIT = re.compile(r'"name"\s*:\s*"submit"')
 
 
 def turn_complete(text: str, max_calls: int | None) -> bool:
-    """Whether a turn's text already holds all the turn function will use: a closed submit call, or
-    ``max_calls`` closed calls (``None``: only a submit ends it).
+    """Whether a turn's text already holds all the turn function will use: a closed, valid submit call, or
+    ``max_calls`` closed, valid, DISTINCT calls (``None``: only a submit ends it) — counted by the protocol's own
+    parser and repeat rule (``parse_tool_calls``, ``distinct_calls``), as ``apply_turn`` counts them.
 
-    >>> call = '<tool_call>{"name": "grep", "arguments": {"pattern": "x"}}</tool_call>'
-    >>> turn_complete(call, 2), turn_complete(call * 2, 2), turn_complete(call, None)
+    >>> call = '<tool_call>{"name": "grep", "arguments": {"pattern": "%s"}}</tool_call>'
+    >>> turn_complete(call % "x", 2), turn_complete(call % "x" + call % "y", 2), turn_complete(call % "x", None)
     (False, True, False)
+    >>> turn_complete(call % "x" + call % "x", 2)  # a repeat is not run, so it does not count
+    False
     >>> turn_complete('<tool_call>{"name": "submit", "arguments": {"files": ["a.py"]}}</tool_call>', None)
     True
     >>> turn_complete('<tool_call>{"name": "submit", "arguments": {"files": ["a.py"', 3)  # not closed yet
     False
     """
-    blocks = text.split(_CLOSE)[:-1]  # the closed ones
-    if any(_SUBMIT.search(b.rsplit("<tool_call>", 1)[-1]) for b in blocks):
+    from codegrep.agent.protocol import distinct_calls, parse_tool_calls
+
+    closed = text[:text.rfind(_CLOSE) + len(_CLOSE)] if _CLOSE in text else ""
+    if not closed:
+        return False
+    turn = parse_tool_calls(closed)
+    if turn.submit is not None:
         return True
-    return max_calls is not None and len(blocks) >= max_calls
+    return max_calls is not None and len(distinct_calls(turn.calls)) >= max_calls
 
 
 class TurnStop:

@@ -77,6 +77,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     from codegrep.rl import demos as build
     from codegrep.rl import sft
     from codegrep.rl.training_run import cpu_precision_of, train_arguments
+    from codegrep.report import provenance
     from codegrep.rl.training_stage import agent_rows
 
     out = Path(out)
@@ -123,17 +124,6 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
                     "precision": "bf16" if bf16 else "fp32"},
             "expert_p_at_1": sum(expert) / len(expert), "expert_per_task": expert,
             "points": points, "cpu": cpu_features(), **provenance()}
-
-
-def provenance() -> dict[str, str]:
-    """The code and date a bench result comes from (``git_commit`` with ``+dirty`` for uncommitted changes)."""
-    from datetime import datetime, timezone
-
-    from codegrep.config import project_root
-    from codegrep.data.gitcmd import checkout_commit
-
-    return {"git_commit": checkout_commit(project_root(), "+dirty", timeout=10),
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
 
 def demos_figure(doc: dict[str, Any]) -> Any:
