@@ -145,6 +145,8 @@ class ParsedTurn:
     """Files of the first valid ``submit`` call (ranked), or None when the turn did not submit."""
     errors: list[str] = field(default_factory=list)
     """One message per malformed block, unknown tool or bad argument (shown to the model, counted)."""
+    repeated: bool = False
+    """True when a call repeated an earlier call of the turn: the turn ended there (:func:`parse_tool_calls`)."""
 
 
 @lru_cache(maxsize=1)
@@ -279,6 +281,10 @@ def _validate(obj: Any, schemas: dict[str, dict[str, Any]]) -> tuple[ToolCall | 
 def parse_tool_calls(text: str) -> ParsedTurn:
     """Parse one assistant turn; never raises. Unclosed last blocks (cut generations) are parsed too.
 
+    A valid call that repeats an earlier call of the same turn (same tool, same arguments) ENDS the turn: it and
+    every block after it are not read (``repeated``; a greedy policy that repeats a call is in a loop, and
+    decoding stops a row at that block, :mod:`codegrep.agent.stopping`).
+
     >>> t = parse_tool_calls('look:<tool_call>{"name": "grep", "arguments": {"pattern": "foo"}}</tool_call>'
     ...                      '<tool_call>{"name": "read", "arguments": {"path": "a.py", "end_line": "9"}}</tool_call>')
     >>> [(c.name, c.arguments) for c in t.calls], t.submit, t.errors
@@ -289,21 +295,42 @@ def parse_tool_calls(text: str) -> ParsedTurn:
     ["unknown tool 'rm'; use one of grep, glob, read, submit"]
     >>> parse_tool_calls('I think it is foo.py').errors
     ['no <tool_call> found: answer with <tool_call>{"name": ..., "arguments": {...}}</tool_call>']
+    >>> g = '<tool_call>{"name": "grep", "arguments": {"pattern": "%s"}}</tool_call>'
+    >>> sub = '<tool_call>{"name": "submit", "arguments": {"files": ["a.py"]}}</tool_call>'
+    >>> t = parse_tool_calls(g % "x" + g % "y" + g % "x" + g % "z" + sub)
+    >>> [c.arguments["pattern"] for c in t.calls], t.repeated, t.submit
+    (['x', 'y'], True, None)
     """
     schemas, turn = tool_argument_types(), ParsedTurn()
     bodies = _BLOCK.findall(text or "")
     if not bodies:
         turn.errors.append('no <tool_call> found: answer with <tool_call>{"name": ..., "arguments": {...}}</tool_call>')
+    seen: set[tuple[str, str]] = set()
     for body in bodies:
         obj, err = _decode(body)
         call, err = (None, err) if err else _validate(obj, schemas)
         if err:
             turn.errors.append(err)
         elif call.name != SUBMIT:
+            key = call_key(call)
+            if key in seen:
+                turn.repeated = True
+                break
+            seen.add(key)
             turn.calls.append(call)
         elif turn.submit is None:
             turn.submit = list(dict.fromkeys(f.strip() for f in call.arguments["files"] if f.strip()))
     return turn
+
+
+def call_key(call: ToolCall) -> tuple[str, str]:
+    """What makes two calls the same call: the tool and its arguments.
+
+    >>> call_key(ToolCall("grep", {"pattern": "x", "include": "*.py"})) == call_key(
+    ...     ToolCall("grep", {"include": "*.py", "pattern": "x"}))
+    True
+    """
+    return call.name, json.dumps(call.arguments, sort_keys=True, default=str)
 
 
 def _clip(text: str, max_chars: int) -> str:
@@ -396,13 +423,13 @@ def apply_turn(output: str, number: int, config: AgentConfig,
     >>> cfg = AgentConfig(max_turns=3, max_calls_per_turn=1)
     >>> run = lambda calls: [ToolResult(c.name, True, "a.py") for c in calls]
     >>> call = '<tool_call>{"name": "glob", "arguments": {"pattern": "%s"}}</tool_call>'
-    >>> out = apply_turn(call % "*" + call % "*" + call % "*.py", 1, cfg, run)
+    >>> out = apply_turn(call % "*" + call % "*.py" + call % "*", 1, cfg, run)
     >>> print(out.observation)
     <tool_response>
     glob pattern="*"
     a.py
     </tool_response>
-    Format error: 1 repeated calls were not run
+    Format error: a call repeated an earlier call of this turn: the turn ended there (it and what followed were not run)
     Format error: 1 calls over the limit of 1 per turn were not run
     Turn 2 of 3.
     >>> apply_turn('<tool_call>{"name": "submit", "arguments": {"files": ["./a.py", "a.py", "b.py"]}}', 2, cfg, run)
@@ -419,9 +446,9 @@ def apply_turn(output: str, number: int, config: AgentConfig,
     if number >= config.max_turns:
         outcome.done = True  # out of turns without submitting: no files
         return outcome
-    distinct = distinct_calls(parsed.calls)
-    if len(distinct) < len(parsed.calls):  # a repeat would run the same search again and weigh its term twice
-        outcome.errors.append(f"{len(parsed.calls) - len(distinct)} repeated calls were not run")
+    distinct = parsed.calls  # repeats end the turn in parse_tool_calls: these are distinct
+    if parsed.repeated:  # a repeat would run the same search again and weigh its term twice; a greedy policy loops
+        outcome.errors.append(REPEAT_ERROR)
     outcome.calls = distinct[: config.max_calls_per_turn]
     if len(distinct) > len(outcome.calls):
         outcome.errors.append(f"{len(distinct) - len(outcome.calls)} calls over the limit of "
@@ -439,20 +466,7 @@ def apply_turn(output: str, number: int, config: AgentConfig,
     return outcome
 
 
-def distinct_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
-    """The calls of a turn with exact repeats (same tool, same arguments) dropped, first occurrence kept.
-
-    >>> g = ToolCall("grep", {"pattern": "x"})
-    >>> [c.arguments for c in distinct_calls([g, ToolCall("grep", {"pattern": "y"}), ToolCall("grep", {"pattern": "x"})])]
-    [{'pattern': 'x'}, {'pattern': 'y'}]
-    """
-    seen, out = set(), []
-    for call in calls:
-        key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
-        if key not in seen:
-            seen.add(key)
-            out.append(call)
-    return out
+REPEAT_ERROR = "a call repeated an earlier call of this turn: the turn ended there (it and what followed were not run)"
 
 
 _DEF_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")

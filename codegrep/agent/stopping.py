@@ -1,10 +1,11 @@
 """Where a row of a batched ``generate`` may stop early: after the text the turn function would still use.
 
-:func:`codegrep.agent.protocol.apply_turn` ends an episode at its first valid ``submit`` call and runs at most
-``max_calls_per_turn`` distinct valid calls of a turn, so a row that has closed a valid submit call, or closed that
-many distinct valid calls, has written everything that can still change its episode. Decoding past that point only costs time: on 2 CPU cores a
-batch decodes until its longest row stops, and one row that keeps writing after its submit held 15 others for up to
-256 steps (the first cold smoke run, docs/training.md). Like a stop sequence of an inference server, the row ends
+:func:`codegrep.agent.protocol.apply_turn` ends an episode at its first valid ``submit`` call, ends a turn at a call
+that repeats an earlier call of the turn, and runs at most ``max_calls_per_turn`` valid calls of a turn, so a row that
+has closed a valid submit call, a repeated call, or that many valid calls has written everything that can still
+change its episode. Decoding past that point only costs time: on 2 CPU cores a batch decodes until its longest row
+stops, and one row that keeps writing after its submit held 15 others for up to 256 steps (the first cold smoke run,
+docs/training.md); a looping row (the same grep again and again) did the same in the second. Like a stop sequence of an inference server, the row ends
 there; the cut text is not written, so what it would have added is missing from the episode: format errors in
 blocks after a submit, or the "calls over the limit" note (those calls were never run anyway), and its tokens.
 """
@@ -16,29 +17,30 @@ _CLOSE = "</tool_call>"
 
 
 def turn_complete(text: str, max_calls: int | None) -> bool:
-    """Whether a turn's text already holds all the turn function will use: a closed, valid submit call, or
-    ``max_calls`` closed, valid, DISTINCT calls (``None``: only a submit ends it) — counted by the protocol's own
-    parser and repeat rule (``parse_tool_calls``, ``distinct_calls``), as ``apply_turn`` counts them.
+    """Whether a turn's text already holds all the turn function will use: a closed, valid submit call, a closed
+    call repeating an earlier one (the protocol ends the turn there), or ``max_calls`` closed, valid, distinct calls
+    (``None``: only a submit or a repeat ends it) — read by the protocol's own parser (``parse_tool_calls``), as
+    ``apply_turn`` reads them.
 
     >>> call = '<tool_call>{"name": "grep", "arguments": {"pattern": "%s"}}</tool_call>'
     >>> turn_complete(call % "x", 2), turn_complete(call % "x" + call % "y", 2), turn_complete(call % "x", None)
     (False, True, False)
-    >>> turn_complete(call % "x" + call % "x", 2)  # a repeat is not run, so it does not count
-    False
+    >>> turn_complete(call % "x" + call % "x", 5)  # a repeat ends the turn
+    True
     >>> turn_complete('<tool_call>{"name": "submit", "arguments": {"files": ["a.py"]}}</tool_call>', None)
     True
     >>> turn_complete('<tool_call>{"name": "submit", "arguments": {"files": ["a.py"', 3)  # not closed yet
     False
     """
-    from codegrep.agent.protocol import distinct_calls, parse_tool_calls
+    from codegrep.agent.protocol import parse_tool_calls
 
     closed = text[:text.rfind(_CLOSE) + len(_CLOSE)] if _CLOSE in text else ""
     if not closed:
         return False
     turn = parse_tool_calls(closed)
-    if turn.submit is not None:
+    if turn.submit is not None or turn.repeated:
         return True
-    return max_calls is not None and len(distinct_calls(turn.calls)) >= max_calls
+    return max_calls is not None and len(turn.calls) >= max_calls
 
 
 class TurnStop:
