@@ -124,3 +124,26 @@ def test_cached_evaluation_rows_are_dropped_when_what_they_depend_on_changes(tmp
     (legacy / "GRPO.jsonl").write_text("{}\n")
     (run / "done.json").write_text('{"seconds": 2.0, "steps": 2}')  # the run was trained again
     assert not (stage.evaluation_dir(changed, run, tmp_path) / "GRPO.jsonl").exists()
+
+
+def test_ranked_line_numbers_read_each_policys_episode_records(tmp_path):
+    """What bounds the agent (issue 27): shares over the episodes whose records exist, per policy."""
+    import json
+
+    from codegrep.rl.training_stage import ranked_line_numbers
+
+    def row(i, ranked, files, gold=("a.py",)):
+        messages = [{"role": "system", "content": ""}, {"role": "user", "content": "Issue: a.py"},
+                    {"role": "assistant", "content": "x"}]
+        if ranked:
+            messages.append({"role": "user", "content": "Files ranked by this turn's searches: " + ", ".join(ranked)})
+        path = tmp_path / f"{i}.json"
+        path.write_text(json.dumps({"messages": messages}))
+        return {"instance_id": str(i), "gold": list(gold), "files": files, "extra": {"episode_path": str(path)}}
+
+    rows = [row(0, ["a.py", "b.py"], ["a.py"]), row(1, ["b.py", "a.py"], ["b.py"]), row(2, [], ["c.py"]),
+            row(3, ["c.py"], ["a.py"])]
+    rows.append({"instance_id": "4", "gold": ["a.py"], "files": [], "extra": {}})  # no record: left out
+    out = ranked_line_numbers({"GRPO": rows, "untrained": rows})
+    assert out == {"ranked_submit_first_grpo": 0.5, "ranked_gold_first_grpo": 0.25, "ranked_gold_listed_grpo": 0.5}
+    assert ranked_line_numbers({"GRPO": [rows[-1]]}) == {}

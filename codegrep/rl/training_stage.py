@@ -702,10 +702,55 @@ def heuristic_gap(results: dict[str, list[dict[str, Any]]], policy: str = "GRPO"
     return {f"p_at_1_diff_heuristic{s}": float(row[f"p_at_1_diff{s}"]) for s in ("", "_lo", "_hi")}
 
 
+def ranked_line_use(messages: Sequence[dict[str, str]], gold: Sequence[str], submitted: Sequence[str]) -> dict[str, bool]:
+    r"""How one episode used the ranked line (``Files ranked by this turn's searches: ...``, ``agent.rank_files``):
+    whether it submitted first the file a ranked line listed first (the last line shown), whether some ranked line
+    put a gold file first (what copying the first path could score), whether a gold file was in any ranked line.
+
+    >>> msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "Issue: x"},
+    ...         {"role": "assistant", "content": "grep"},
+    ...         {"role": "user", "content": "Files ranked by this turn's searches: b.py, a.py\n..."}]
+    >>> ranked_line_use(msgs, ["a.py"], ["b.py"])
+    {'submit_first_ranked': True, 'gold_ranked_first': False, 'gold_in_ranked': True}
+    """
+    from codegrep.agent.protocol import _RANKED
+
+    lines = [line[len(_RANKED):].split(", ") for m in messages[2:] if m["role"] == "user"
+             for line in m["content"].splitlines() if line.startswith(_RANKED)]
+    gold = set(gold)
+    return {"submit_first_ranked": bool(lines and submitted and submitted[0] == lines[-1][0]),
+            "gold_ranked_first": any(line and line[0] in gold for line in lines),
+            "gold_in_ranked": any(f in gold for line in lines for f in line)}
+
+
+def ranked_line_numbers(results: dict[str, list[dict[str, Any]]],
+                        policies: Sequence[str] = ("warm_start", "GRPO")) -> dict[str, float]:
+    """What bounds the agent's P@1, per policy (shares of its evaluated episodes, :func:`ranked_line_use`):
+    ``ranked_submit_first_<policy>`` (it copies the first ranked path), ``ranked_gold_first_<policy>`` (its searches
+    put a gold file first: with the copy, this is its P@1), ``ranked_gold_listed_<policy>`` (a gold file was in a
+    ranked line at all). Episodes whose record is missing are left out; a policy without records gives no keys."""
+    out: dict[str, float] = {}
+    for policy in policies:
+        uses = []
+        for row in results.get(policy) or []:
+            path = (row.get("extra") or {}).get("episode_path")
+            if not path or not Path(path).is_file():
+                continue
+            episode = json.loads(Path(path).read_text())
+            uses.append(ranked_line_use(episode.get("messages") or [], row.get("gold") or [], row.get("files") or []))
+        if uses:
+            key = policy.lower()
+            for name, field_name in (("submit_first", "submit_first_ranked"), ("gold_first", "gold_ranked_first"),
+                                     ("gold_listed", "gold_in_ranked")):
+                out[f"ranked_{name}_{key}"] = float(np.mean([u[field_name] for u in uses]))
+    return out
+
+
 def headline(result: TrainingStage) -> dict[str, Any]:
     """Notebook 03's headline record (``Outputs.headline`` keywords; ``artifacts/headlines/03_training.json``)."""
     numbers = headline_numbers(result.evaluation, result.steps, result.run_dir, result.verdict)
     numbers.update(heuristic_gap(result.results))
+    numbers.update(ranked_line_numbers(result.results))
     numbers.update(result.ceiling_numbers)
     if result.mixes is not None:
         for _, row in result.mixes.iterrows():
