@@ -306,6 +306,8 @@ table and the measured times ``reproduce --help`` shows are both read from them.
 def measured_times(root: Path | None = None) -> dict[str, Any]:
     """``{profile: {"seconds": {notebook: s}, "total_s", "measured_at", "git_commit", "machine"}}`` from the
     committed runs' ``run.json`` (profiles without one are left out)."""
+    from codegrep.report import run_machine
+
     out: dict[str, Any] = {}
     for path in sorted((Path(root or project_root()) / COMMITTED_RUNS).glob("*/run.json")):
         try:
@@ -315,10 +317,7 @@ def measured_times(root: Path | None = None) -> dict[str, Any]:
         seconds = run.get("notebook_seconds") if isinstance(run, dict) else None
         if not isinstance(seconds, dict):
             continue
-        cpu = (run.get("cpu_precision") or {}).get("cpu") or {}
-        machine = (f"{cpu.get('torch_threads', '?')} CPU threads, {cpu.get('cpu_model', '?')}, "
-                   f"{(run.get('cpu_precision') or {}).get('precision', '?')}" if isinstance(cpu, dict) and cpu
-                   else str(run.get("platform", "?")))
+        machine = run_machine(run)
         total = sum(v for v in seconds.values() if isinstance(v, (int, float)))
         shares = run.get("notebook_cpu") if isinstance(run.get("notebook_cpu"), dict) else {}
         stolen = sum(seconds.get(n, 0) * (c or {}).get("steal", 0) for n, c in shares.items()

@@ -355,11 +355,27 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
     return dest
 
 
+def run_machine(run: dict[str, Any]) -> str:
+    """The machine a run's ``run.json`` records, in words: threads, CPU model and the precision it trained in
+    (``cpu_precision``; the platform string for runs written before it).
+
+    >>> run_machine({"cpu_precision": {"cpu": {"cpu_model": "AMD EPYC", "torch_threads": 2}, "precision": "bf16"}})
+    '2 CPU threads, AMD EPYC, bf16'
+    >>> run_machine({"platform": "Linux-x86_64"})
+    'Linux-x86_64'
+    """
+    cpu = (run.get("cpu_precision") or {}).get("cpu") or {}
+    if not isinstance(cpu, dict) or not cpu:
+        return str(run.get("platform", "?"))
+    return (f"{cpu.get('torch_threads', '?')} CPU threads, {cpu.get('cpu_model', '?')}, "
+            f"{(run.get('cpu_precision') or {}).get('precision', '?')}")
+
+
 def readme_block(res: Results, where: str) -> str:
     """The README's generated headline table (between the markers), from a committed run."""
     secs = [v for v in (res.run.get("notebook_seconds") or {}).values() if isinstance(v, (int, float))]
     ran = [n[:2] for n, v in (res.run.get("notebook_seconds") or {}).items() if isinstance(v, (int, float))]
-    took = f", notebooks {sum(secs) / 60:.1f} min in all (run.json)" if secs else ""
+    took = f", notebooks {sum(secs) / 60:.1f} min in all on {run_machine(res.run)} (run.json)" if secs else ""
     if ran and len(ran) < len(STAGES):
         took += f"; only notebooks {', '.join(ran)} ran in it"
     return "\n".join([README_BEGIN,

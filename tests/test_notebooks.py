@@ -156,6 +156,7 @@ REQUIRED: dict[str, dict[str, Spec]] = {
         "precision_agent": PROB, "precision_at_agent_size_bm25": Spec(0.0, 1.0, nullable=True),  # empty when the agent never submits (reason recorded)
         "ceiling_p_at_1_copier": PROB, "ceiling_p_at_1_copier_paper_tools": PROB, "ceiling_p_at_1_gold_shown": PROB,
         "ceiling_p_at_1_grep_heuristic_train": PROB, "ceiling_n_train_tasks": COUNT,
+        **{f"ranked_{n}_{p}": PROB for n in ("submit_first", "gold_first", "gold_listed") for p in ("warm_start", "grpo")},
     },
     "04_ablation": {  # issue 15
         "kl_log_ratio_mean": SIGNED, "kl_log_ratio_lo": SIGNED, "kl_log_ratio_hi": SIGNED,

@@ -191,3 +191,16 @@ def test_run_record_keeps_cpu_steal_and_the_measured_time_says_so(tmp_path):
         assert json.loads((runs / "run.json").read_text())["notebook_cpu"] == cpu
         machine = measured_times(tmp_path / name)["smoke"]["machine"]
         assert ("stolen by the host" in machine) == (steal > 0), machine
+
+
+def test_a_replicate_run_is_not_a_profiles_measured_time(tmp_path):
+    """``docs/results/replicates/<name>/run.json`` (a run kept beside the committed one) is not read as a profile."""
+    from codegrep.pipeline import measured_times
+    from codegrep.report import write_run_record
+
+    for where, seconds in (("smoke", 600.0), ("replicates/smoke_fp32", 1200.0)):
+        runs = tmp_path / "docs" / "results" / where
+        runs.mkdir(parents=True)
+        write_run_record(runs, {"profile": "smoke"}, {"03_training": seconds})
+    times = measured_times(tmp_path)
+    assert list(times) == ["smoke"] and times["smoke"]["total_s"] == 600.0

@@ -144,6 +144,8 @@ def test_ranked_line_numbers_read_each_policys_episode_records(tmp_path):
     rows = [row(0, ["a.py", "b.py"], ["a.py"]), row(1, ["b.py", "a.py"], ["b.py"]), row(2, [], ["c.py"]),
             row(3, ["c.py"], ["a.py"])]
     rows.append({"instance_id": "4", "gold": ["a.py"], "files": [], "extra": {}})  # no record: left out
-    out = ranked_line_numbers({"GRPO": rows, "untrained": rows})
-    assert out == {"ranked_submit_first_grpo": 0.5, "ranked_gold_first_grpo": 0.25, "ranked_gold_listed_grpo": 0.5}
+    out = ranked_line_numbers({"GRPO": rows, "untrained": rows, "warm start": rows[1:2]})
+    assert out == {"ranked_submit_first_grpo": 0.5, "ranked_gold_first_grpo": 0.25, "ranked_gold_listed_grpo": 0.5,
+                   "ranked_submit_first_warm_start": 1.0, "ranked_gold_first_warm_start": 0.0,
+                   "ranked_gold_listed_warm_start": 1.0}
     assert ranked_line_numbers({"GRPO": [rows[-1]]}) == {}

@@ -8,6 +8,7 @@ limits training also reads, :func:`codegrep.rl.training_run.episode_config`) on 
 from __future__ import annotations
 
 import json
+import re
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +165,10 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
     return [done[t.instance_id] for t in tasks]
 
 
+TRAINED_POLICIES = ("warm start", "GRPO")
+"""The labels :func:`evaluation_rows` gives the warm-started and the GRPO policy (the untrained one is ``untrained``)."""
+
+
 def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
                     limit: int | None = None, baselines: Sequence[str] = BASELINES) -> dict[str, list[dict[str, Any]]]:
     """Harness rows per policy/retriever on the profile's eval split: the untrained, warm-started and GRPO
@@ -179,8 +184,8 @@ def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | P
     initial = Path(config["initial_policy"])
     if not initial.is_absolute() and not initial.exists():  # runs written before paths were absolute
         initial = project_root() / initial
-    models = {"untrained": str(resolve_model(config["codegrep"]["model"])), "warm start": str(initial),
-              "GRPO": str((run_dir / "final").resolve())}
+    models = {"untrained": str(resolve_model(config["codegrep"]["model"])),
+              **dict(zip(TRAINED_POLICIES, (str(initial), str((run_dir / "final").resolve()))))}
     from codegrep.data.tasks import seeded_sample
 
     # the untrained policy on a seeded subset (curve_eval_tasks, a budget knob); warm start and GRPO on every task
@@ -724,11 +729,12 @@ def ranked_line_use(messages: Sequence[dict[str, str]], gold: Sequence[str], sub
 
 
 def ranked_line_numbers(results: dict[str, list[dict[str, Any]]],
-                        policies: Sequence[str] = ("warm_start", "GRPO")) -> dict[str, float]:
+                        policies: Sequence[str] = TRAINED_POLICIES) -> dict[str, float]:
     """What bounds the agent's P@1, per policy (shares of its evaluated episodes, :func:`ranked_line_use`):
     ``ranked_submit_first_<policy>`` (it copies the first ranked path), ``ranked_gold_first_<policy>`` (its searches
     put a gold file first: with the copy, this is its P@1), ``ranked_gold_listed_<policy>`` (a gold file was in a
-    ranked line at all). Episodes whose record is missing are left out; a policy without records gives no keys."""
+    ranked line at all). ``policies`` are :func:`evaluation_rows`' labels (``warm start`` gives ``..._warm_start``).
+    Episodes whose record is missing are left out; a policy without records gives no keys."""
     out: dict[str, float] = {}
     for policy in policies:
         uses = []
@@ -739,7 +745,7 @@ def ranked_line_numbers(results: dict[str, list[dict[str, Any]]],
             episode = json.loads(Path(path).read_text())
             uses.append(ranked_line_use(episode.get("messages") or [], row.get("gold") or [], row.get("files") or []))
         if uses:
-            key = policy.lower()
+            key = re.sub(r"[^a-z0-9]+", "_", policy.lower())
             for name, field_name in (("submit_first", "submit_first_ranked"), ("gold_first", "gold_ranked_first"),
                                      ("gold_listed", "gold_in_ranked")):
                 out[f"ranked_{name}_{key}"] = float(np.mean([u[field_name] for u in uses]))
