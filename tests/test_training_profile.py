@@ -130,6 +130,7 @@ def test_ranked_line_numbers_read_each_policys_episode_records(tmp_path):
     """What bounds the agent (issue 27): shares over the episodes whose records exist, per policy."""
     import json
 
+    from codegrep import TRAJECTORY_FORMAT
     from codegrep.rl.training_stage import ranked_line_numbers
 
     def row(i, ranked, files, gold=("a.py",)):
@@ -138,7 +139,7 @@ def test_ranked_line_numbers_read_each_policys_episode_records(tmp_path):
         if ranked:
             messages.append({"role": "user", "content": "Files ranked by this turn's searches: " + ", ".join(ranked)})
         path = tmp_path / f"{i}.json"
-        path.write_text(json.dumps({"messages": messages}))
+        path.write_text(json.dumps({"format": TRAJECTORY_FORMAT, "messages": messages}))
         return {"instance_id": str(i), "gold": list(gold), "files": files, "extra": {"episode_path": str(path)}}
 
     rows = [row(0, ["a.py", "b.py"], ["a.py"]), row(1, ["b.py", "a.py"], ["b.py"]), row(2, [], ["c.py"]),

@@ -446,12 +446,11 @@ def apply_turn(output: str, number: int, config: AgentConfig,
     if number >= config.max_turns:
         outcome.done = True  # out of turns without submitting: no files
         return outcome
-    distinct = parsed.calls  # repeats end the turn in parse_tool_calls: these are distinct
     if parsed.repeated:  # a repeat would run the same search again and weigh its term twice; a greedy policy loops
         outcome.errors.append(REPEAT_ERROR)
-    outcome.calls = distinct[: config.max_calls_per_turn]
-    if len(distinct) > len(outcome.calls):
-        outcome.errors.append(f"{len(distinct) - len(outcome.calls)} calls over the limit of "
+    outcome.calls = parsed.calls[: config.max_calls_per_turn]  # distinct: parse_tool_calls ends a turn at a repeat
+    if len(parsed.calls) > len(outcome.calls):
+        outcome.errors.append(f"{len(parsed.calls) - len(outcome.calls)} calls over the limit of "
                               f"{config.max_calls_per_turn} per turn were not run")
     start = time.perf_counter()
     outcome.results = list(run_calls(outcome.calls)) if outcome.calls else []
@@ -555,6 +554,16 @@ def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: 
     return sorted(scores, key=lambda p: (-scores[p], p))[:top]
 
 
+def ranked_lines(observation: str) -> list[list[str]]:
+    """The ranked lines (``Files ranked by this turn's searches: ...``, :func:`apply_turn`) an observation shows,
+    each as its files in rank order.
+
+    >>> ranked_lines("Files ranked by this turn's searches: b.py, a.py\\n<tool_response>...</tool_response>")
+    [['b.py', 'a.py']]
+    """
+    return [line[len(_RANKED):].split(", ") for line in observation.splitlines() if line.startswith(_RANKED)]
+
+
 def listed_files(observation: str) -> list[str]:
     """Files an observation shows, in order of first appearance (``files`` rows, ``path:line:`` hits, glob lines).
 
@@ -564,7 +573,7 @@ def listed_files(observation: str) -> list[str]:
     out: dict[str, None] = {}
     for line in observation.splitlines():
         if line.startswith(_RANKED):
-            out.update(dict.fromkeys(line[len(_RANKED):].split(", ")))
+            out.update(dict.fromkeys(ranked_lines(line)[0]))
             continue
         m = _FILE_ROW.match(line) or re.match(r"^([\w./-]+\.\w+)(?::\d+[:-]|$)", line)
         if m:

@@ -5,8 +5,8 @@ that repeats an earlier call of the turn, and runs at most ``max_calls_per_turn`
 has closed a valid submit call, a repeated call, or that many valid calls has written everything that can still
 change its episode. Decoding past that point only costs time: on 2 CPU cores a batch decodes until its longest row
 stops, and one row that keeps writing after its submit held 15 others for up to 256 steps (the first cold smoke run,
-docs/training.md); a looping row (the same grep again and again) did the same in the second. Like a stop sequence of an inference server, the row ends
-there; the cut text is not written, so what it would have added is missing from the episode: format errors in
+docs/training.md); a looping row (the same grep again and again) did the same in the second. Like a stop sequence
+of an inference server, the row ends there; the cut text is not written, so what it would have added is missing from the episode: format errors in
 blocks after a submit, or the "calls over the limit" note (those calls were never run anyway), and its tokens.
 """
 from __future__ import annotations

@@ -718,10 +718,9 @@ def ranked_line_use(messages: Sequence[dict[str, str]], gold: Sequence[str], sub
     >>> ranked_line_use(msgs, ["a.py"], ["b.py"])
     {'submit_first_ranked': True, 'gold_ranked_first': False, 'gold_in_ranked': True}
     """
-    from codegrep.agent.protocol import _RANKED
+    from codegrep.agent.protocol import ranked_lines
 
-    lines = [line[len(_RANKED):].split(", ") for m in messages[2:] if m["role"] == "user"
-             for line in m["content"].splitlines() if line.startswith(_RANKED)]
+    lines = [line for m in messages[2:] if m["role"] == "user" for line in ranked_lines(m["content"])]
     gold = set(gold)
     return {"submit_first_ranked": bool(lines and submitted and submitted[0] == lines[-1][0]),
             "gold_ranked_first": any(line and line[0] in gold for line in lines),
@@ -735,6 +734,8 @@ def ranked_line_numbers(results: dict[str, list[dict[str, Any]]],
     put a gold file first: with the copy, this is its P@1), ``ranked_gold_listed_<policy>`` (a gold file was in a
     ranked line at all). ``policies`` are :func:`evaluation_rows`' labels (``warm start`` gives ``..._warm_start``).
     Episodes whose record is missing are left out; a policy without records gives no keys."""
+    from codegrep.agent.loop import load_episode
+
     out: dict[str, float] = {}
     for policy in policies:
         uses = []
@@ -742,7 +743,7 @@ def ranked_line_numbers(results: dict[str, list[dict[str, Any]]],
             path = (row.get("extra") or {}).get("episode_path")
             if not path or not Path(path).is_file():
                 continue
-            episode = json.loads(Path(path).read_text())
+            episode = load_episode(path)
             uses.append(ranked_line_use(episode.get("messages") or [], row.get("gold") or [], row.get("files") or []))
         if uses:
             key = re.sub(r"[^a-z0-9]+", "_", policy.lower())
