@@ -166,3 +166,16 @@ def test_open_environment_modes_agree(tmp_path, mirror):
         with open_environment(task, Resolver(), pool, mode="docker"):
             pass
     pool.clear()
+
+
+def test_recovery_passes_over_a_registration_another_process_is_writing(tmp_path, mirror):
+    """CI caught a neighbour crashing on the hidden temporary of a registration written at that moment (the
+    writer renamed it away between listdir and read): the registry reads only finished registrations."""
+    git_dir, commits = mirror
+    pool = WorktreePool(tmp_path / "pool")
+    with pool.acquire(git_dir, commits[0]):
+        pass
+    busy = pool.root / "mirrors" / f".{pool.mirror_id(git_dir)}.{os.getpid()}.1.tmp"
+    busy.write_text("/half/written")  # an atomic_write in flight
+    assert pool.mirrors() == [git_dir]
+    assert pool.recover()["skipped"] == 0 and busy.exists()

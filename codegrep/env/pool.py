@@ -275,7 +275,12 @@ class WorktreePool:
         """Every git dir this pool has made worktrees for (that still exists)."""
         out = []
         for reg in (self.root / "mirrors").iterdir():
-            git_dir = Path(reg.read_text())
+            if reg.name.startswith("."):  # another process's registration being written (files.atomic_write)
+                continue
+            try:
+                git_dir = Path(reg.read_text())
+            except FileNotFoundError:  # unregistered by a concurrent recovery
+                continue
             out.append(git_dir) if git_dir.exists() else reg.unlink(missing_ok=True)
         return out
 
