@@ -207,3 +207,35 @@ def test_bench_demos_figure_shows_each_point_and_the_expert_line():
     assert xs == [10, 40]  # the point without demonstrations is not drawn as a zero
     assert any(list(line.get_ydata()) == [0.4, 0.4] for line in ax.lines)  # the expert's P@1
     assert "SMALL: 15 dev tasks" in ax.get_title()
+
+
+def test_first_turn_demonstrations_on_the_shipped_rows_stay_away_from_the_evaluation():
+    """``first_turn_demos`` on the smoke profile: the added turn-1 demonstrations come from shipped SWE-bench rows of
+    repositories the evaluation split never uses (never sympy/astropy, never an evaluation id); each is the
+    expert's first turn on the visible issue (every pattern in it), keeps a term of the row's reference patch,
+    and is a prompt plus one assistant turn of tool calls; repositories are interleaved."""
+    from codegrep.config import load_profile
+    from codegrep.data.shipped import lite_rows_path, verified_rows_path
+    from codegrep.data.sources import read_rows
+    from codegrep.data.tasks import evaluation_instance_ids, evaluation_repos
+    from codegrep.rl.demos import patch_mentions
+    from codegrep.rl.training_run import first_turn
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    cfg = load_profile("smoke")
+    agent = AgentConfig.from_dict(cfg["agent"])
+    eval_ids, eval_repos = evaluation_instance_ids(cfg), evaluation_repos(cfg)
+    assert eval_repos == {"sympy/sympy", "astropy/astropy"} and len(eval_ids) == 86
+    assert first_turn(CodeGrepArgs(profile="smoke"), cfg, agent, eval_ids) == []  # 0 = none
+    demos = first_turn(CodeGrepArgs(profile="smoke", first_turn_demos=30), cfg, agent, eval_ids)
+    rows = {r["instance_id"]: r for r in read_rows(verified_rows_path()) + read_rows(lite_rows_path())}
+    assert len(demos) == 30 and len({d["instance_id"] for d in demos}) == 30
+    assert len({rows[d["instance_id"]]["repo"] for d in demos}) == 10  # interleaved: every other repository
+    for d in demos:
+        row = rows[d["instance_id"]]
+        assert d["source"] == "first-turn" and row["repo"] not in eval_repos and d["instance_id"] not in eval_ids
+        assert [m["role"] for m in d["messages"]] == ["system", "user", "assistant"]
+        turn = parse_tool_calls(d["messages"][-1]["content"])
+        assert turn.calls and turn.submit is None and not turn.errors
+        assert turn.calls == first_calls(row["problem_statement"], agent, 6)
+        assert patch_mentions(turn.calls, row["patch"])

@@ -385,6 +385,12 @@ def evaluation_instance_ids(cfg: dict[str, Any]) -> set[str]:
     return {t.instance_id for t in _pool(cfg, "eval")[0]}
 
 
+def evaluation_repos(cfg: dict[str, Any]) -> set[str]:
+    """The repositories (``owner/name``) of the profile's ``eval`` split: training inputs that must stay away from
+    the evaluation's code bases (first-turn demonstrations, :func:`codegrep.rl.demos.first_turn_demonstrations`)."""
+    return {t.repo for t in _pool(cfg, "eval")[0]}
+
+
 def profile_tasks(cfg: dict[str, Any], split: str | None = None,
                   limit: int | None = None) -> tuple[list[Task], RepoResolver]:
     """The tasks and the repository resolver a profile's ``tasks:`` section names, for one split.

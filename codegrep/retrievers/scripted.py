@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from codegrep.agent.protocol import AgentConfig, apply_turn, listed_files, tool_call_text, visible_issue
+from codegrep.agent.protocol import AgentConfig, apply_turn, call_key, listed_files, tool_call_text, visible_issue
 from codegrep.env.tools import ToolCall
 from codegrep.retrievers.heuristic import issue_terms, term_call
 
@@ -75,13 +75,17 @@ def expert_terms(text: str, n: int) -> list[tuple[str, str]]:
 
 
 def first_calls(task_text: str, agent: AgentConfig, terms: int, skip: int = 0) -> list[ToolCall]:
-    """Turn 1 of a strategy: the calls (:func:`compact_call`) for terms ``skip .. skip+terms`` of the VISIBLE issue.
+    """Turn 1 of a strategy: the calls (:func:`compact_call`) for terms ``skip .. skip+terms`` of the VISIBLE issue,
+    each call once (two words with one stem make one grep: a repeated call would end the turn, ``parse_tool_calls``).
 
     >>> [c.arguments["pattern"] for c in first_calls("Fix parse_args in cli.py now", AgentConfig(max_issue_chars=14), 3)]
     ['\\\\bparse_args\\\\b']
+    >>> [c.arguments["pattern"] for c in first_calls("blueprints and blueprint", AgentConfig(), 3)]
+    ['\\\\bblueprint']
     """
     found = expert_terms(visible_issue(task_text, agent), skip + terms)[skip:]
-    return [compact_call(t, kind) for t, kind in found][: agent.max_calls_per_turn]
+    calls = list({call_key(c): c for c in (compact_call(t, kind) for t, kind in found)}.values())
+    return calls[: agent.max_calls_per_turn]
 
 
 def choose(strategy: str, observation: str, gold: Sequence[str] = (), size: int = 1) -> list[str]:

@@ -114,7 +114,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def register_bench(bench_subparsers: Any) -> None:
     from codegrep.agent.precision import PRECISIONS
-    from codegrep.argtypes import positive_int
+    from codegrep.argtypes import non_negative_int, positive_int
     p = bench_subparsers.add_parser(
         "train", help="SFT / GRPO generation / loss tokens/s of the 135M policy: all-off baseline vs fast path, "
                       "beside the FLOP/s and memory-bandwidth limits",
@@ -152,6 +152,9 @@ def register_bench(bench_subparsers: Any) -> None:
                    help="comma-separated numbers of real train tasks (default 10,20,40)")
     d.add_argument("--dev", type=positive_int, default=15, help="held-out real train tasks evaluated (default 15)")
     d.add_argument("--seed", type=int, default=0, help="seed of the dev split and task order")
+    d.add_argument("--first-turn", type=non_negative_int, default=None, metavar="N",
+                   help="turn-1-only demonstrations from other repositories added to every point (default: the train "
+                        "YAML's first_turn_demos)")
     d.add_argument("--out", default="artifacts/bench/demos", help="cache of the points' models and rows")
     d.add_argument("--result", help="also write the JSON here (e.g. docs/results/bench_demos.json), and its figure beside it (.png)")
     d.set_defaults(func=_bench_demos)
@@ -207,7 +210,8 @@ def _bench_demos(args: argparse.Namespace) -> int:
     from codegrep.files import write_atomic
     from codegrep.rl.curve import demos_curve
 
-    doc = demos_curve(load_profile(args.profile), args.config, args.tasks, args.dev, args.out, seed=args.seed)
+    doc = demos_curve(load_profile(args.profile), args.config, args.tasks, args.dev, args.out, seed=args.seed,
+                     first_turn=args.first_turn)
     text = json.dumps(doc, indent=1)
     if args.result:
         from pathlib import Path

@@ -64,9 +64,13 @@ def expert_p_at_1(tasks: Sequence[Any], resolver: Any, cfg: dict[str, Any], term
 
 
 def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Sequence[int], dev: int,
-                out: str | Path, seed: int = 0, progress: bool = True) -> dict[str, Any]:
+                out: str | Path, seed: int = 0, progress: bool = True,
+                first_turn: int | None = None) -> dict[str, Any]:
     """The JSON object ``codegrep bench demos`` prints (module docstring); ``train_config`` None = the profile's
-    train YAML with its ``train.*`` keys (:func:`codegrep.rl.training_run.train_arguments`)."""
+    train YAML with its ``train.*`` keys (:func:`codegrep.rl.training_run.train_arguments`). ``first_turn``
+    overrides the YAML's ``first_turn_demos`` (turn-1-only demonstrations from other repositories, added to every
+    point alike; :func:`codegrep.rl.training_run.first_turn`)."""
+    from codegrep.agent.loop import load_episode
     from codegrep.agent.models import resolve_model
     from codegrep.agent.precision import cpu_features
     from codegrep.agent.protocol import AgentConfig
@@ -81,7 +85,12 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     from codegrep.rl.training_stage import agent_rows
 
     out = Path(out)
+    from codegrep.rl.training_run import evaluation_ids_of, first_turn as first_turn_demos
+    from codegrep.rl.training_stage import ranked_line_use
+
     cg, grpo = train_arguments(cfg, config=train_config)
+    if first_turn is not None:
+        cg.first_turn_demos = first_turn
     pool_tasks, dev_tasks, resolver = real_train_split(cfg, dev, seed)
     sizes = sorted({min(int(n), len(pool_tasks)) for n in sizes})
     env = section(cfg, "env")
@@ -89,11 +98,14 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
     bf16 = cpu_precision_of(cg, grpo) == "bf16"
     expert = expert_p_at_1(dev_tasks, resolver, cfg)
+    extra = first_turn_demos(cg, cfg, agent, evaluation_ids_of(cfg))
     points = []
     for n in sizes:
         started = time.perf_counter()
         demos = build.expert_demonstrations(pool_tasks[:n], resolver, pool, agent, seed=seed,
                                             env_mode=env.get("mode", "objects"), tool_config=tools)
+        n_expert = len(demos)
+        demos = demos + extra if demos else demos
         if not demos:
             points.append({"n_tasks": n, "n_demos": 0, "note": "no demonstration kept"})
             continue
@@ -110,7 +122,15 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
         rows = agent_rows(cfg, model, dev_tasks, resolver, point_dir / "dev.jsonl", progress=progress)
         hits = [float(r["p@1"]) for r in rows]
         k = int(sum(hits))
-        points.append({"n_tasks": n, "n_demos": len(demos), "demo_tasks": len({d["instance_id"] for d in demos}),
+        uses = []
+        for r in rows:
+            path = (r.get("extra") or {}).get("episode_path")
+            if path and Path(path).is_file():
+                uses.append(ranked_line_use(load_episode(path).get("messages") or [], r.get("gold") or [],
+                                            r.get("files") or []))
+        points.append({"n_tasks": n, "n_demos": n_expert, "n_first_turn_demos": len(demos) - n_expert,
+                       "demo_tasks": len({d["instance_id"] for d in demos[:n_expert]}),
+                       "gold_ranked_listed": (sum(u["gold_in_ranked"] for u in uses) / len(uses)) if uses else None,
                        "sft_tokens_per_epoch": record["tokens"], "sft_s": round(sft_s, 1),
                        "p_at_1": k / len(hits), "p_at_1_ci95": [round(x, 3) + 0.0 for x in wilson(k, len(hits))],
                        "format_error_episodes": sum(bool(r["extra"].get("format_errors")) for r in rows),
@@ -121,7 +141,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
             "seed": seed,
             "dev_ids": [t.instance_id for t in dev_tasks], "n_pool": len(pool_tasks),
             "sft": {"epochs": cg.sft_epochs, "learning_rate": cg.sft_learning_rate, "batch_size": cg.sft_batch_size,
-                    "precision": "bf16" if bf16 else "fp32"},
+                    "precision": "bf16" if bf16 else "fp32", "first_turn_demos": len(extra)},
             "expert_p_at_1": sum(expert) / len(expert), "expert_per_task": expert,
             "points": points, "cpu": cpu_features(), **provenance()}
 

@@ -11,6 +11,12 @@
   discovery steps are (:func:`discovery_kept`: every path read and the first file submitted were shown by an
   observation or named in the visible issue); runs on evaluation instances are never read.
 * ``catm``: demonstrations mined by the CATM stage (``codegrep.mining.catm``).
+
+Besides the sources, a warm start may add **first-turn demonstrations** (``first_turn_demos``,
+:func:`first_turn_demonstrations`): the scripted expert's FIRST turn only (its greps for the visible issue's terms)
+on shipped SWE-bench rows of repositories the evaluation split never uses. The expert's first turn depends on the
+issue text alone, so these need no repository snapshot; they teach the choice of search terms on hundreds of real
+issues where the full episodes (which need a snapshot) have only the 55 of the Lite sympy pool.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from codegrep.agent.protocol import (AgentConfig, build_messages, call_term, listed_files, parse_tool_calls,
-                                     visible_issue)
+                                     tool_call_text, visible_issue)
 from codegrep.data.tasks import Task
 from codegrep.env.tools import ToolCall
 
@@ -125,6 +131,63 @@ def expert_demonstrations(tasks: Sequence[Task], resolver: Any, pool: Any, agent
             demos += [{"source": "synthetic", "instance_id": task.instance_id, "messages": m}
                       for m in expert_task_demos(task, env, agent, variants, counts)]
     return demos[:limit] if limit else demos
+
+
+def patch_mentions(calls: Sequence[ToolCall], patch: str) -> bool:
+    r"""Whether one of the calls' terms occurs in a reference patch (its paths, hunk headers, context or changed
+    lines; case-insensitive): the first-turn demonstrations' rejection test, since without the repository the
+    greps cannot be run.
+
+    >>> patch = "diff --git a/pkg/cli.py b/pkg/cli.py\n@@ -3,2 +3,2 @@ def parse_args(argv):\n-    x\n+    y"
+    >>> patch_mentions([ToolCall("grep", {"pattern": r"\bparse_args\b"})], patch)
+    True
+    >>> patch_mentions([ToolCall("grep", {"pattern": r"\bmonitor", "ignore_case": True})], patch)
+    False
+    """
+    low = patch.lower()
+    return any(term and term.lower() in low for term in map(call_term, calls))
+
+
+def first_turn_demonstrations(rows: Sequence[dict[str, Any]], agent: AgentConfig, *, limit: int, seed: int = 0,
+                              exclude_ids: set[str] = frozenset(), exclude_repos: set[str] = frozenset(),
+                              terms: int = 6, counts: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    r"""Turn-1-only demonstrations (``{"source": "first-turn", "instance_id", "messages"}``): the opening prompt and
+    the scripted expert's first turn (:func:`codegrep.retrievers.scripted.first_calls`, ``terms`` terms of the
+    VISIBLE issue, the variant without skips: one rule, the one the full demonstrations start with) on SWE-bench
+    rows, repositories interleaved in a seeded order (:func:`task_order`), until ``limit`` are kept. Rows of
+    ``exclude_repos`` (the evaluation's repositories) and ``exclude_ids`` are never read. **Rejection sampled**: a
+    row is kept only when one of its terms occurs in the row's reference patch (:func:`patch_mentions`). ``counts``
+    receives the number of rows per outcome.
+
+    >>> rows = [{"instance_id": "o__a-1", "repo": "o/a", "base_commit": "c" * 40, "problem_statement":
+    ...          "parse_args() fails", "patch": "@@ def parse_args(argv):"},
+    ...         {"instance_id": "o__b-2", "repo": "o/b", "base_commit": "c" * 40, "problem_statement":
+    ...          "render_page() fails", "patch": "@@ def other():"}]
+    >>> counts = {}
+    >>> demos = first_turn_demonstrations(rows, AgentConfig(), limit=5, counts=counts)
+    >>> [d["instance_id"] for d in demos], [m["role"] for m in demos[0]["messages"]], counts
+    (['o__a-1'], ['system', 'user', 'assistant'], {'kept': 1, 'no term in the reference patch': 1})
+    >>> first_turn_demonstrations(rows, AgentConfig(), limit=5, exclude_repos={"o/a"})
+    []
+    """
+    from codegrep.retrievers.scripted import first_calls
+
+    counts = counts if counts is not None else {}
+    tasks = [Task(r["instance_id"], r["repo"], r["base_commit"], r["problem_statement"], patch=r.get("patch", ""))
+             for r in rows if r["repo"] not in exclude_repos and r["instance_id"] not in exclude_ids]
+    out: list[dict[str, Any]] = []
+    for task in task_order(list({t.instance_id: t for t in tasks}.values()), seed):
+        if len(out) >= limit:
+            break
+        calls = first_calls(task.problem_statement, agent, terms)
+        reason = ("no term in the visible issue" if not calls else
+                  None if patch_mentions(calls, task.patch or "") else "no term in the reference patch")
+        counts[reason or "kept"] = counts.get(reason or "kept", 0) + 1
+        if reason is None:
+            out.append({"source": "first-turn", "instance_id": task.instance_id, "messages":
+                        build_messages(task.problem_statement, agent)
+                        + [{"role": "assistant", "content": tool_call_text(calls)}]})
+    return out
 
 
 def discovery_kept(messages: Sequence[dict[str, str]], agent: AgentConfig | None = None) -> bool:

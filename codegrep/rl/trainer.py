@@ -98,6 +98,11 @@ class CodeGrepArgs:
     warm_start_dir: str | None = field(default=None, metadata={
         "help": "Cache of warm-started models (default OUT/_warm_start); shared by every arm and seed."})
     sft_max_demos: int | None = field(default=None, metadata={"help": "Use at most this many demonstrations."})
+    first_turn_demos: int = field(default=0, metadata={
+        "help": "Turn-1-only demonstrations ADDED to the warm start's (beyond sft_max_demos; every data-ablation arm "
+                "gets the same ones): the scripted expert's first-turn greps on shipped SWE-bench rows of "
+                "repositories the evaluation split never uses, kept when a term occurs in the row's reference "
+                "patch (codegrep.rl.demos.first_turn_demonstrations). 0 = none."})
     demo_max_turns: int | None = field(default=None, metadata={
         "help": "DERIVED, not a setting: max_turns of the warm start's demonstration episodes (default: the run's "
                 "max_turns). The ablation sets it to the main run's turns when ablation_max_turns differs, so its "

@@ -481,7 +481,22 @@ def demonstrations(cg: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, ag
         groups["catm"] = build.catm_demonstrations(cfg, Path(cg.out).parent)
     for name in groups:
         groups[name] = [d for d in groups[name] if d["instance_id"] not in exclude]
-    return build.mix(groups, cg.sft_max_demos)
+    return build.mix(groups, cg.sft_max_demos) + first_turn(cg, cfg, agent, exclude)
+
+
+def first_turn(cg: Any, cfg: dict, agent: Any, exclude: set[str]) -> list[dict[str, Any]]:
+    """``cg.first_turn_demos`` first-turn demonstrations (:func:`codegrep.rl.demos.first_turn_demonstrations`)
+    from every shipped SWE-bench row (Verified and Lite) outside the evaluation split's repositories."""
+    if not cg.first_turn_demos:
+        return []
+    from codegrep.data.shipped import lite_rows_path, verified_rows_path
+    from codegrep.data.sources import read_rows
+    from codegrep.data.tasks import evaluation_repos
+    from codegrep.rl import demos as build
+
+    rows = read_rows(verified_rows_path()) + read_rows(lite_rows_path())
+    return build.first_turn_demonstrations(rows, agent, limit=cg.first_turn_demos, seed=0,
+                                           exclude_ids=set(exclude), exclude_repos=evaluation_repos(cfg))
 
 
 def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, agent: Any,

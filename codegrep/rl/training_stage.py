@@ -641,7 +641,8 @@ def plan(cfg: dict[str, Any], eval_limit: int | None = None) -> str:
     """One line: the profile's GRPO steps, group, warm start and evaluation size."""
     cg, grpo = train_arguments(cfg)
     return (f"profile {cfg['profile']}: {grpo.max_steps} GRPO steps, group {grpo.num_generations}, "
-            f"warm start on {cg.sft_sources} (at most {cg.sft_max_demos or 'all'} demonstrations), "
+            f"warm start on {cg.sft_sources} (at most {cg.sft_max_demos or 'all'} demonstrations"
+            f"{f' + {cg.first_turn_demos} first-turn ones' if cg.first_turn_demos else ''}), "
             f"evaluation on {eval_limit or cg.eval_tasks or 'every'} eval-split instance(s)")
 
 
@@ -763,6 +764,8 @@ def headline(result: TrainingStage) -> dict[str, Any]:
         for _, row in result.mixes.iterrows():
             if row["policy"] != "bm25":
                 numbers[f"data_ablation_p_at_1_{row['policy'].replace('+', '_')}"] = float(row["p_at_1"])
+    for source, n in run_summary(result.run_dir)["demonstrations"].items():  # what the warm start learned from
+        numbers[f"warm_start_demos_{source.replace('-', '_')}"] = int(n)
     numbers["recorded_demonstrations"] = int(result.conversion["demonstrations"])
     numbers["recorded_runs_excluded_eval"] = int(result.conversion["runs_excluded_eval"])
     fidelity = result.fidelity.set_index("tool").loc["all"]
