@@ -118,3 +118,60 @@ def test_decode_settings_fall_back_to_generate_for_what_they_do_not_do(policy):
     assert got["max_new_tokens"] == 64 and got["do_sample"] and got["eos_token_id"] == [2]
     assert decode_settings(policy.model, {"generation_config": GenerationConfig(repetition_penalty=1.2)}) is None
     assert decode_settings(policy.model, {"stop_strings": ["</x>"], "max_new_tokens": 4}) is None
+
+
+def test_distinct_greps_bans_the_start_of_an_earlier_pattern_in_any_case(policy):
+    """``agent.distinct_greps``: inside a new grep pattern with no content yet, every token that would begin an
+    earlier pattern of the turn (any case) gets -inf; elsewhere, and for other terms, nothing changes."""
+    import torch
+
+    from codegrep.agent.constraints import DistinctGrepStarts
+
+    tok = policy.tokenizer
+    prompt = tok("prompt", add_special_tokens=False, return_tensors="pt")["input_ids"]
+    earlier = GREP % "\\\\bLaTeX\\\\b"
+    opening = '<tool_call>{"name": "grep", "arguments": {"pattern": "\\\\b'
+    proc = DistinctGrepStarts(tok, prompt.shape[1])
+    vocab = len(tok)
+    ids = {s: tok.convert_tokens_to_ids(s) for s in ("L", "La", "l", "la", "Lam", "sym")}
+
+    def scores_after(text: str) -> torch.Tensor:
+        new = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        return proc(torch.cat([prompt, new], 1), torch.zeros(1, vocab))[0]
+
+    inside = scores_after(earlier + opening)
+    for s in ("L", "La", "l", "la"):
+        assert inside[ids[s]] == float("-inf"), s
+    assert inside[ids["Lam"]] == 0 and inside[ids["sym"]] == 0  # another term may start with the same letters
+    assert int(torch.isinf(inside).sum()) < 50
+    assert not torch.isinf(scores_after(opening)).any()  # no earlier grep in this turn
+    assert not torch.isinf(scores_after(earlier + opening + "Lam")).any()  # content written already
+
+
+def test_a_logits_processor_acts_alike_on_both_decoding_paths(policy):
+    """The row-dropping decoder applies ``logits_processor`` as ``generate`` does: banning each row's greedy first
+    token changes the text, identically on both paths."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    from codegrep.agent.prefix_cache import PrefixCache, generate_with_prefix_cache
+
+    histories = [build_messages(t, AgentConfig()) for t in ["bug in foo", "The parser raises TypeError on None"]]
+    rows = [torch.tensor(policy.tokenizer(policy.tokenizer.apply_chat_template(h, tokenize=False,
+                                                                                add_generation_prompt=True),
+                                          add_special_tokens=False)["input_ids"]) for h in histories]
+    width = max(map(len, rows))
+    kw = dict(max_new_tokens=6, do_sample=False, pad_token_id=policy.pad_id)
+    free, _ = generate_with_prefix_cache(policy.model, rows, PrefixCache(1 << 30), policy.pad_id, **kw)
+    first = free[:, width].tolist()
+
+    def ban_first(input_ids, scores):
+        if input_ids.shape[1] == width:
+            scores[:, first] = float("-inf")
+        return scores
+
+    outs = [generate_with_prefix_cache(policy.model, rows, PrefixCache(1 << 30), policy.pad_id, leave_batch=leave,
+                                       logits_processor=LogitsProcessorList([ban_first]), **kw)[0]
+            for leave in (True, False)]
+    assert torch.equal(outs[0], outs[1])
+    assert not set(outs[0][:, width].tolist()) & set(first)

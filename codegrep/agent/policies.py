@@ -37,7 +37,7 @@ class HFPolicy:
                  temperature: float = 0.0, top_p: float = 1.0, device: str = "auto", batch_size: int = 8,
                  stop_strings: Sequence[str] = (), cpu_threads: int | None = None,
                  prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0,
-                 leave_batch: bool = True) -> None:
+                 leave_batch: bool = True, distinct_greps: bool = False) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -66,6 +66,8 @@ class HFPolicy:
         self.stop_after_calls, self.leave_batch = stop_after_calls, leave_batch
         """A row stops at its closed submit call or its ``stop_after_calls``-th closed call (None: at a submit
         only; 0: never early), ``codegrep.agent.stopping``."""
+        self.distinct_greps = distinct_greps
+        """A grep may not start as an earlier grep of the turn did (``codegrep.agent.constraints``)."""
         self.last_usage: list[dict[str, int]] = []
         from codegrep.agent.prefix_cache import PrefixCache, supports_prefix_cache
 
@@ -84,7 +86,7 @@ class HFPolicy:
                 "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads(),
                 "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
                 "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32",
-                "stop_after_calls": self.stop_after_calls}
+                "stop_after_calls": self.stop_after_calls, "distinct_greps": self.distinct_greps}
 
     def generate(self, batch: Sequence[Messages]) -> list[str]:
         out, self.last_usage = [], []
@@ -109,6 +111,8 @@ class HFPolicy:
             width = max(len(r) for r in rows)
             if stop:
                 kwargs["stopping_criteria"] = self._stopping(width)
+            if self.distinct_greps:
+                kwargs["logits_processor"] = self._constraint(width)
             ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
                                                     prefill_precision=self.cpu_precision,
                                                     leave_batch=self.leave_batch, **kwargs)
@@ -122,6 +126,8 @@ class HFPolicy:
             enc = enc.to(self.device)
             if stop:
                 kwargs["stopping_criteria"] = self._stopping(enc["input_ids"].shape[1])
+            if self.distinct_greps:
+                kwargs["logits_processor"] = self._constraint(enc["input_ids"].shape[1])
             with torch.inference_mode():
                 ids = self.model.generate(**enc, **kwargs)
             width, lengths = enc["input_ids"].shape[1], [int(m.sum()) for m in enc["attention_mask"]]
@@ -137,6 +143,13 @@ class HFPolicy:
         from codegrep.agent.stopping import TurnStop
 
         return StoppingCriteriaList([TurnStop(self.tokenizer, width, self.stop_after_calls)])
+
+    def _constraint(self, width: int) -> Any:
+        from transformers import LogitsProcessorList
+
+        from codegrep.agent.constraints import DistinctGrepStarts
+
+        return LogitsProcessorList([DistinctGrepStarts(self.tokenizer, width)])
 
     @property
     def pad_id(self) -> int:
@@ -259,7 +272,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
 
     Keys: ``policy`` (hf | openai | scripted; a set ``endpoint`` means openai), ``model``,
     ``endpoint``, ``api_key_env``, ``max_new_tokens``, ``temperature``, ``top_p``, ``device``, ``batch_size``,
-    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``,
+    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``, ``distinct_greps``,
     ``outputs`` (scripted).
 
     >>> make_policy({"policy": "scripted", "outputs": ["x"]}).describe()
@@ -287,7 +300,8 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
                     batch_size=int(spec.get("batch_size") or 8), cpu_threads=spec.get("cpu_threads"),
                     prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None else 4096,
                     cpu_precision=spec.get("cpu_precision") or "fp32",
-                    stop_after_calls=stop_after_calls(spec), **sampling)
+                    stop_after_calls=stop_after_calls(spec), distinct_greps=bool(spec.get("distinct_greps")),
+                    **sampling)
 
 
 def stop_after_calls(spec: dict[str, Any]) -> int | None:

@@ -277,7 +277,8 @@ def decode_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None
             "temperature": float(get("temperature") or 1.0), "top_p": float(get("top_p") or 1.0),
             "top_k": 50 if get("top_k") is None else int(get("top_k")),  # generate's default when unset
             "pad_token_id": get("pad_token_id"),
-            "eos_token_id": eos, "stopping_criteria": kwargs.get("stopping_criteria")}
+            "eos_token_id": eos, "stopping_criteria": kwargs.get("stopping_criteria"),
+            "logits_processor": kwargs.get("logits_processor")}
 
 
 def _next_tokens(logits: Any, do_sample: bool, temperature: float, top_p: float, top_k: int = 0) -> Any:
@@ -302,7 +303,8 @@ def _next_tokens(logits: Any, do_sample: bool, temperature: float, top_p: float,
 
 def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache, rows: list[Any], width: int, *,
                 max_new_tokens: int = 256, pad_token_id: int = 0, do_sample: bool = False, temperature: float = 1.0,
-                top_p: float = 1.0, top_k: int = 0, eos_token_id: Any = None, stopping_criteria: Any = None) -> Any:
+                top_p: float = 1.0, top_k: int = 0, eos_token_id: Any = None, stopping_criteria: Any = None,
+                logits_processor: Any = None) -> Any:
     """Decode a left-padded, prefilled batch; a row that ends (EOS, or ``stopping_criteria``) LEAVES the batch.
 
     ``model.generate`` keeps finished rows in the batch until the last one ends, so on 2 CPU cores one long row
@@ -326,7 +328,10 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
     with torch.inference_mode():
         while active and steps < max_new_tokens:
             out = model(input_ids=feed, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True)
-            token = _next_tokens(out.logits[:, -1], do_sample, temperature, top_p, top_k)
+            logits = out.logits[:, -1]
+            if logits_processor is not None:  # as generate: before the warpers (codegrep.agent.constraints)
+                logits = logits_processor(seqs[active, :width + steps], logits.clone())
+            token = _next_tokens(logits, do_sample, temperature, top_p, top_k)
             steps += 1
             seqs[active, width + steps - 1] = token
             ended = [token[j].item() in eos for j in range(len(active))]

@@ -110,6 +110,10 @@ class PolicyConfig:
     stop_early: bool = True
     """hf: a row stops generating once it has closed a submit call or ``max_calls_per_turn`` calls (what
     ``apply_turn`` can still use; ``codegrep.agent.stopping``), so one long row no longer holds its batch."""
+    distinct_greps: bool = False
+    """hf: a decoding constraint — at the first content token of a grep pattern, no token may begin an earlier grep
+    pattern of the same turn (``codegrep.agent.constraints``; the tools, their output and the parser are unchanged).
+    Evaluation and serving only; GRPO rollouts decode without it."""
     max_new_tokens: int | None = None
     """Generated tokens per turn (None = the policy's default)."""
     temperature: float | None = None

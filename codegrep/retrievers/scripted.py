@@ -83,30 +83,9 @@ def first_calls(task_text: str, agent: AgentConfig, terms: int, skip: int = 0) -
     >>> [c.arguments["pattern"] for c in first_calls("blueprints and blueprint", AgentConfig(), 3)]
     ['\\\\bblueprint']
     """
-    visible = visible_issue(task_text, agent)
-    found = in_issue_order(expert_terms(visible, skip + terms)[skip:], visible)
+    found = expert_terms(visible_issue(task_text, agent), skip + terms)[skip:]
     calls = list({call_key(c): c for c in (compact_call(t, kind) for t, kind in found)}.values())
     return calls[: agent.max_calls_per_turn]
-
-
-def in_issue_order(terms: Sequence[tuple[str, str]], text: str) -> list[tuple[str, str]]:
-    """The chosen terms in the order they first occur in ``text`` (case-insensitive; ties keep their order). Which
-    terms are grepped is unchanged, and so is what the ranked line shows (one ranking over all of a turn's calls);
-    only the order a policy must write them in is one it can follow by reading the issue forward. A greedy 135M
-    warm start taught the specificity order (paths, identifiers, words by length) wrote 1-3 distinct calls and then
-    repeated one (15 of 15 held-out train tasks, commit 85db5c5).
-
-    >>> in_issue_order([("query.py", "path"), ("bulk_create", "ident"), ("exp", "ident")],
-    ...                "exponential bulk_create() in query.py calls exp(x)")
-    [('bulk_create', 'ident'), ('query.py', 'path'), ('exp', 'ident')]
-    """
-    def first(term: str) -> int:
-        m = re.search(rf"(?<![\w.]){re.escape(term)}(?!\w)", text, re.IGNORECASE) or \
-            re.search(re.escape(term), text, re.IGNORECASE)  # a word's stem, a dotted name's part
-        return m.start() if m else len(text)
-
-    pos = {t: first(t) for t, _ in terms}
-    return sorted(terms, key=lambda tk: pos[tk[0]])
 
 
 def choose(strategy: str, observation: str, gold: Sequence[str] = (), size: int = 1) -> list[str]:
