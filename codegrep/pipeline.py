@@ -225,6 +225,8 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
     library = code_hash()
     result = ReproduceResult()
+    if (line := expectation(cfg)) is not None:
+        print(line, file=sys.stderr)
     for name in selected:
         nb_path = notebooks_dir / f"{name}.ipynb"
         if not nb_path.is_file():
@@ -254,23 +256,44 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     return result
 
 
-def record_precision(run_json: Path, cfg: dict[str, Any]) -> None:
-    """Adds ``cpu_precision`` to ``run.json``: the CPU's features and the precision the profile's training
-    chose on it (its train YAML's ``cpu_precision``, default ``auto``; see codegrep/agent/precision.py)."""
-    from codegrep.agent.precision import precision_record
+def precision_setting(cfg: dict[str, Any]) -> str:
+    """The ``cpu_precision`` setting of the profile's training (its train YAML's, default ``auto``)."""
     from codegrep.rl.training_run import train_config_path
 
-    setting = "auto"
     train = (cfg.get("train") or {}).get("config")
     if train:
         try:
             path = Path(train) if Path(train).is_absolute() else project_root() / train
-            setting = (yaml.safe_load(train_config_path(path).read_text()) or {}).get("cpu_precision", "auto")
-        except (OSError, ValueError, yaml.YAMLError):  # the notebooks already reported a broken train YAML
+            return str((yaml.safe_load(train_config_path(path).read_text()) or {}).get("cpu_precision", "auto"))
+        except (OSError, ValueError, yaml.YAMLError, AttributeError):  # the notebooks report a broken train YAML
             pass
+    return "auto"
+
+
+def record_precision(run_json: Path, cfg: dict[str, Any]) -> None:
+    """Adds ``cpu_precision`` to ``run.json``: the CPU's features and the precision the profile's training
+    chose on it (:func:`precision_setting`; see codegrep/agent/precision.py)."""
+    from codegrep.agent.precision import precision_record
+
     record = json.loads(run_json.read_text())
-    record["cpu_precision"] = precision_record(str(setting))
+    record["cpu_precision"] = precision_record(precision_setting(cfg))
     write_atomic(run_json, json.dumps(record, indent=2, sort_keys=True, default=str))
+
+
+def expectation(cfg: dict[str, Any], root: Path | None = None) -> str | None:
+    """The line a run starts with: how long the committed run of this profile took, on which machine, and this
+    machine in the same words (threads, CPU, training precision), since the time follows the CPU (on 2 cores an
+    fp32-only CPU took about 1.7x a native-bf16 one: docs/training.md); None without a committed run."""
+    from codegrep.agent.precision import precision_record
+    from codegrep.report import run_machine
+
+    committed = measured_times(root).get(str(cfg.get("profile")))
+    if not committed:
+        return None
+    here = run_machine({"cpu_precision": precision_record(precision_setting(cfg))})
+    same = "" if here == committed["machine"] else " (another machine: expect another time)"
+    return (f"[reproduce] {cfg.get('profile')}: the committed run took {_minutes(committed['total_s'])} on "
+            f"{committed['machine']} (commit {str(committed['git_commit'])[:7]}); this machine: {here}{same}")
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:

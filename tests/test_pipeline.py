@@ -204,3 +204,29 @@ def test_a_replicate_run_is_not_a_profiles_measured_time(tmp_path):
         write_run_record(runs, {"profile": "smoke"}, {"03_training": seconds})
     times = measured_times(tmp_path)
     assert list(times) == ["smoke"] and times["smoke"]["total_s"] == 600.0
+
+
+def test_a_run_starts_by_saying_what_the_committed_run_took_and_on_which_machine(tmp_path):
+    """``reproduce`` opens with the committed run's time and machine beside this machine in the same words (the time
+    follows the CPU); the same machine gets no warning, another one does, a profile without a committed run no line."""
+    import json
+
+    from codegrep.agent.precision import precision_record
+    from codegrep.config import load_profile
+    from codegrep.pipeline import expectation, precision_setting
+    from codegrep.report import write_run_record
+
+    runs = tmp_path / "docs" / "results" / "smoke"
+    runs.mkdir(parents=True)
+    record = json.loads(write_run_record(runs, {"profile": "smoke"}, {"03_training": 1800.0, "04_ablation": 300.0})
+                        .read_text())
+    record.update(git_commit="abcdef1234", cpu_precision=precision_record(precision_setting(load_profile("smoke"))))
+    (runs / "run.json").write_text(json.dumps(record))
+    line = expectation(load_profile("smoke"), tmp_path)
+    assert line.startswith("[reproduce] smoke: the committed run took 35 min on ") and "(commit abcdef1)" in line
+    assert "another machine" not in line
+    record["cpu_precision"]["cpu"]["cpu_model"] = "Some Other CPU"
+    (runs / "run.json").write_text(json.dumps(record))
+    line = expectation(load_profile("smoke"), tmp_path)
+    assert "Some Other CPU" in line and line.endswith("(another machine: expect another time)")
+    assert expectation(load_profile("ci"), tmp_path) is None
