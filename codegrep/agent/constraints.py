@@ -5,8 +5,8 @@ turn on 15 of 15 held-out train tasks, docs/training.md), and the protocol ends 
 ``agent.distinct_greps`` the decoder (``prefix_cache.decode_rows`` or ``generate``, as a transformers
 ``LogitsProcessor``) forbids, at the first content token of a grep pattern, every token that would begin an
 earlier pattern of the same turn (after the ``\\b`` anchor both may share; case ignored, so ``Vector`` after
-``vector`` is not written either), so the next best term is written instead. Like an inference server's guided decoding it changes only which tokens may be chosen, never the tools,
-their output or the parser. Off by default.
+``vector`` is not written either), so the next best term is written instead. Like an inference server's guided
+decoding it changes only which tokens may be chosen, never the tools, their output or the parser. Off by default.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 _OPEN = "<tool_call>"
-_CLOSED = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_CLOSE = "</tool_call>"
 _GREP_VALUE = re.compile(r'^\s*\{\s*"name"\s*:\s*"grep"\s*,\s*"arguments"\s*:\s*\{\s*"pattern"\s*:\s*"(.*)$', re.DOTALL)
 _ANCHOR = "\\\\b"  # the JSON text of the regex anchor \b: backslash, backslash, b
 
@@ -30,22 +30,16 @@ def content_start(value: str) -> int:
 
 
 def earlier_patterns(text: str) -> list[str]:
-    r"""The JSON text of every grep pattern in the closed calls of ``text`` (a turn so far).
+    r"""The JSON text of every grep pattern in the closed calls of ``text`` (a turn so far), read by the protocol's
+    own parser (``parse_tool_calls``).
 
     >>> earlier_patterns('<tool_call>{"name": "grep", "arguments": {"pattern": "\\\\bx\\\\b"}}</tool_call><tool_call>{"na')
     ['\\\\bx\\\\b']
     """
-    out = []
-    for block in _CLOSED.findall(text):
-        try:
-            call = json.loads(block)
-        except ValueError:
-            continue
-        if isinstance(call, dict) and call.get("name") == "grep" and isinstance(call.get("arguments"), dict):
-            pattern = call["arguments"].get("pattern")
-            if isinstance(pattern, str):
-                out.append(json.dumps(pattern)[1:-1])
-    return out
+    from codegrep.agent.protocol import parse_tool_calls
+
+    closed = text[:text.rfind(_CLOSE) + len(_CLOSE)] if _CLOSE in text else ""
+    return [json.dumps(c.arguments["pattern"])[1:-1] for c in parse_tool_calls(closed).calls if c.name == "grep"]
 
 
 def banned_starts(text: str) -> list[str]:

@@ -6,8 +6,9 @@ has closed a valid submit call, a repeated call, or that many valid calls has wr
 change its episode. Decoding past that point only costs time: on 2 CPU cores a batch decodes until its longest row
 stops, and one row that keeps writing after its submit held 15 others for up to 256 steps (the first cold smoke run,
 docs/training.md); a looping row (the same grep again and again) did the same in the second. Like a stop sequence
-of an inference server, the row ends there; the cut text is not written, so what it would have added is missing from the episode: format errors in
-blocks after a submit, or the "calls over the limit" note (those calls were never run anyway), and its tokens.
+of an inference server, the row ends there; the cut text is not written, so what it would have added is missing
+from the episode: format errors in blocks after a submit, or the "calls over the limit" note (those calls were
+never run anyway), and its tokens.
 """
 from __future__ import annotations
 

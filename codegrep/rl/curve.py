@@ -70,7 +70,6 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     train YAML with its ``train.*`` keys (:func:`codegrep.rl.training_run.train_arguments`). ``first_turn``
     overrides the YAML's ``first_turn_demos`` (turn-1-only demonstrations from other repositories, added to every
     point alike; :func:`codegrep.rl.training_run.first_turn`)."""
-    from codegrep.agent.loop import load_episode
     from codegrep.agent.models import resolve_model
     from codegrep.agent.precision import cpu_features
     from codegrep.agent.protocol import AgentConfig
@@ -80,14 +79,12 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     from codegrep.env.tools import ToolConfig
     from codegrep.rl import demos as build
     from codegrep.rl import sft
-    from codegrep.rl.training_run import cpu_precision_of, train_arguments
+    from codegrep.rl.training_run import cpu_precision_of, evaluation_ids_of, first_turn as first_turn_demos
+    from codegrep.rl.training_run import train_arguments
     from codegrep.report import provenance
-    from codegrep.rl.training_stage import agent_rows
+    from codegrep.rl.training_stage import agent_rows, ranked_line_numbers
 
     out = Path(out)
-    from codegrep.rl.training_run import evaluation_ids_of, first_turn as first_turn_demos
-    from codegrep.rl.training_stage import ranked_line_use
-
     cg, grpo = train_arguments(cfg, config=train_config)
     if first_turn is not None:
         cg.first_turn_demos = first_turn
@@ -105,10 +102,10 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
         demos = build.expert_demonstrations(pool_tasks[:n], resolver, pool, agent, seed=seed,
                                             env_mode=env.get("mode", "objects"), tool_config=tools)
         n_expert = len(demos)
-        demos = demos + extra if demos else demos
         if not demos:
             points.append({"n_tasks": n, "n_demos": 0, "note": "no demonstration kept"})
             continue
+        demos += extra
         settings = {"sft": [cg.model, cg.sft_epochs, cg.sft_learning_rate, cg.sft_batch_size, bf16, sft.SFT_RECIPE],
                     "agent": cfg.get("agent"), "dev": [t.instance_id for t in dev_tasks]}
         point_dir = out / f"tasks-{n}-{sft.demos_key([d['messages'] for d in demos], settings)}"  # reused only as is
@@ -122,15 +119,9 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
         rows = agent_rows(cfg, model, dev_tasks, resolver, point_dir / "dev.jsonl", progress=progress)
         hits = [float(r["p@1"]) for r in rows]
         k = int(sum(hits))
-        uses = []
-        for r in rows:
-            path = (r.get("extra") or {}).get("episode_path")
-            if path and Path(path).is_file():
-                uses.append(ranked_line_use(load_episode(path).get("messages") or [], r.get("gold") or [],
-                                            r.get("files") or []))
-        points.append({"n_tasks": n, "n_demos": n_expert, "n_first_turn_demos": len(demos) - n_expert,
+        points.append({"n_tasks": n, "n_demos": n_expert, "n_first_turn_demos": len(extra),
                        "demo_tasks": len({d["instance_id"] for d in demos[:n_expert]}),
-                       "gold_ranked_listed": (sum(u["gold_in_ranked"] for u in uses) / len(uses)) if uses else None,
+                       "gold_ranked_listed": ranked_line_numbers({"dev": rows}, ("dev",)).get("ranked_gold_listed_dev"),
                        "sft_tokens_per_epoch": record["tokens"], "sft_s": round(sft_s, 1),
                        "p_at_1": k / len(hits), "p_at_1_ci95": [round(x, 3) + 0.0 for x in wilson(k, len(hits))],
                        "format_error_episodes": sum(bool(r["extra"].get("format_errors")) for r in rows),
