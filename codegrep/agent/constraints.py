@@ -1,4 +1,5 @@
-"""A decoding constraint for the agent's turns: a grep may not start the way an earlier grep of the turn started.
+"""Decoding constraints for the agent's turns: a grep may not start the way an earlier grep of the turn started
+(``agent.distinct_greps``), or a grep must look for a term of the issue not yet grepped (``agent.copy_greps``).
 
 A greedy 135M warm start loops: after its first grep it writes the same grep again (1-2 distinct calls in the first
 turn on 15 of 15 held-out train tasks, docs/training.md), and the protocol ends the turn at the repeat. With
@@ -7,6 +8,11 @@ turn on 15 of 15 held-out train tasks, docs/training.md), and the protocol ends 
 earlier pattern of the same turn (after the ``\\b`` anchor both may share; case ignored, so ``Vector`` after
 ``vector`` is not written either), so the next best term is written instead. Like an inference server's guided
 decoding it changes only which tokens may be chosen, never the tools, their output or the parser. Off by default.
+
+``agent.copy_greps`` goes further: inside a grep pattern only the issue's own terms may be written (the scripted
+expert's call for each, :func:`issue_patterns`), each once per turn, so an invented term (``mathSymbol`` after
+``MatrixSymbol``) cannot be written and a repeat cannot end the turn; the policy still chooses which terms, in what
+order, how many, and what to submit. ``agent.min_greps`` keeps a turn of greps from ending before that many.
 """
 from __future__ import annotations
 
@@ -70,18 +76,26 @@ def banned_starts(text: str) -> list[str]:
     return out
 
 
-_VOCAB: dict[int, dict[str, list[int]]] = {}
+_EXACT: dict[int, dict[str, list[int]]] = {}
+
+
+def exact_token_strings(tokenizer: Any) -> dict[str, list[int]]:
+    """Token ids by their decoded text (computed once per tokenizer)."""
+    key = id(tokenizer)
+    if key not in _EXACT:
+        table: dict[str, list[int]] = {}
+        for i in range(len(tokenizer)):
+            table.setdefault(tokenizer.decode([i]), []).append(i)
+        _EXACT[key] = table
+    return _EXACT[key]
 
 
 def token_strings(tokenizer: Any) -> dict[str, list[int]]:
-    """Token ids by their decoded text, lower-cased (computed once per tokenizer)."""
-    key = id(tokenizer)
-    if key not in _VOCAB:
-        table: dict[str, list[int]] = {}
-        for i in range(len(tokenizer)):
-            table.setdefault(tokenizer.decode([i]).lower(), []).append(i)
-        _VOCAB[key] = table
-    return _VOCAB[key]
+    """Token ids by their decoded text, lower-cased."""
+    table: dict[str, list[int]] = {}
+    for text, ids in exact_token_strings(tokenizer).items():
+        table.setdefault(text.lower(), []).extend(ids)
+    return table
 
 
 class DistinctGrepStarts:
@@ -104,4 +118,106 @@ class DistinctGrepStarts:
             ids = [i for s in banned_starts(text) for i in self.table.get(s.lower(), ())]
             if ids:
                 scores[row, ids] = float("-inf")
+        return scores
+
+
+_ISSUE = re.compile(r"Issue:\n(.*?)(?:\n\nTurn 1 of \d+\.|$)", re.DOTALL)
+
+
+def issue_patterns(prompt: str, limit: int = 64) -> list[str]:
+    r"""The JSON text of every grep pattern a turn may write under ``agent.copy_greps``: the scripted expert's call
+    (``compact_call``) for each term of the issue shown in ``prompt`` (``expert_terms``: identifiers, names written
+    as calls, plain words as stems; up to ``limit``), each also without its ``\b`` anchors.
+
+    >>> issue_patterns("<|im_start|>user\nIssue:\nMatrixSymbol breaks trigsimp(x)\n\nTurn 1 of 3.", 3)
+    ['\\\\bMatrixSymbol\\\\b', 'MatrixSymbol', '\\\\btrigsimp\\\\b', 'trigsimp', '\\\\bbreak', 'break']
+    """
+    from codegrep.retrievers.scripted import compact_call, expert_terms
+
+    m = _ISSUE.search(prompt)
+    if not m:
+        return []
+    out: dict[str, None] = {}
+    for term, kind in expert_terms(m.group(1), limit):
+        call = compact_call(term, kind)
+        if call.name == "grep":
+            text = json.dumps(call.arguments["pattern"])[1:-1]
+            out.update(dict.fromkeys([text, text.replace(_ANCHOR, "")]))
+    return list(out)
+
+
+def inside_pattern(text: str) -> str | None:
+    """The JSON text written so far of the grep pattern ``text`` (a turn so far) ends inside, else None.
+
+    >>> inside_pattern('<tool_call>{"name": "grep", "arguments": {"pattern": "\\\\bMat'), inside_pattern('x')
+    ('\\\\bMat', None)
+    """
+    at = text.rfind(_OPEN)
+    if at < 0:
+        return None
+    m = _GREP_VALUE.match(text[at + len(_OPEN):])
+    if not m or re.search(r'(?<!\\)"', m.group(1)):
+        return None
+    return m.group(1)
+
+
+class CopiedGrepPatterns:
+    """``agent.copy_greps`` as a transformers ``LogitsProcessor``: inside a grep pattern, only tokens that keep the
+    pattern (closing quote included) a prefix of one of :func:`issue_patterns` not yet written in this turn may be
+    chosen, so every grep looks for a term of the issue, and no term twice; where none fits, nothing is banned. With
+    ``min_greps``, a turn that has closed fewer greps than that (and no submit) may not end while terms are left."""
+
+    def __init__(self, tokenizer: Any, prompt_width: int, min_greps: int = 0) -> None:
+        import bisect
+
+        self.tokenizer, self.width, self.min_greps, self._bisect = tokenizer, prompt_width, min_greps, bisect
+        self.exact = exact_token_strings(tokenizer)
+        self.sorted = sorted(self.exact)
+        self.longest = max(map(len, self.exact))
+        vocab = tokenizer.get_vocab()
+        self.enders = sorted({i for i in (tokenizer.eos_token_id, vocab.get("<|im_end|>")) if isinstance(i, int)})
+        self._patterns: dict[bytes, list[str]] = {}
+
+    def allowed(self, value: str, patterns: list[str]) -> list[int]:
+        """Token ids that keep ``value`` a prefix of some ``pattern + '"'``, or that write past that closing quote."""
+        ids: set[int] = set()
+        for p in patterns:
+            full = p + '"'
+            if len(full) <= len(value) or not full.startswith(value):
+                continue
+            rest = full[len(value):]
+            for k in range(1, min(len(rest), self.longest) + 1):
+                ids.update(self.exact.get(rest[:k], ()))
+            i = self._bisect.bisect_left(self.sorted, rest)
+            while i < len(self.sorted) and self.sorted[i].startswith(rest):
+                ids.update(self.exact[self.sorted[i]])
+                i += 1
+        return sorted(ids)
+
+    def patterns(self, prompt_ids: Any) -> list[str]:
+        """:func:`issue_patterns` of one row's prompt (cached per prompt)."""
+        key = prompt_ids.cpu().numpy().tobytes()
+        if key not in self._patterns:
+            self._patterns[key] = issue_patterns(self.tokenizer.decode(prompt_ids, skip_special_tokens=False))
+        return self._patterns[key]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if input_ids.shape[1] <= self.width:
+            return scores
+        for row in range(input_ids.shape[0]):
+            text = self.tokenizer.decode(input_ids[row, self.width:], skip_special_tokens=True)
+            value = inside_pattern(text)
+            if value is None and not (self.min_greps and text.rstrip().endswith(_CLOSE) and "submit" not in text):
+                continue
+            done = set(earlier_patterns(text if value is None else text[:text.rfind(_OPEN)]))
+            left = [p for p in self.patterns(input_ids[row, :self.width]) if p not in done]
+            if value is None:  # a closed call, fewer greps than min_greps: the turn goes on while terms are left
+                if len(done) < self.min_greps and left:
+                    scores[row, self.enders] = float("-inf")
+                continue
+            ids = self.allowed(value, left)
+            if ids:
+                keep = scores[row, ids].clone()
+                scores[row] = float("-inf")
+                scores[row, ids] = keep
         return scores

@@ -37,7 +37,8 @@ class HFPolicy:
                  temperature: float = 0.0, top_p: float = 1.0, device: str = "auto", batch_size: int = 8,
                  stop_strings: Sequence[str] = (), cpu_threads: int | None = None,
                  prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0,
-                 leave_batch: bool = True, distinct_greps: bool = False) -> None:
+                 leave_batch: bool = True, distinct_greps: bool = False,
+                 copy_greps: bool = False, min_greps: int = 0) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -68,6 +69,10 @@ class HFPolicy:
         only; 0: never early), ``codegrep.agent.stopping``."""
         self.distinct_greps = distinct_greps
         """A grep may not start as an earlier grep of the turn did (``codegrep.agent.constraints``)."""
+        self.copy_greps = copy_greps
+        self.min_greps = min_greps
+        """With ``copy_greps``: the turn may not end before this many greps while issue terms are left."""
+        """A grep pattern is one of the issue's terms not yet grepped in the turn (``codegrep.agent.constraints``)."""
         self.last_usage: list[dict[str, int]] = []
         from codegrep.agent.prefix_cache import PrefixCache, supports_prefix_cache
 
@@ -86,7 +91,9 @@ class HFPolicy:
                 "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads(),
                 "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
                 "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32",
-                "stop_after_calls": self.stop_after_calls, "distinct_greps": self.distinct_greps}
+                "stop_after_calls": self.stop_after_calls, "distinct_greps": self.distinct_greps,
+                "copy_greps": self.copy_greps,
+                "min_greps": self.min_greps}
 
     def generate(self, batch: Sequence[Messages]) -> list[str]:
         out, self.last_usage = [], []
@@ -111,7 +118,7 @@ class HFPolicy:
             width = max(len(r) for r in rows)
             if stop:
                 kwargs["stopping_criteria"] = self._stopping(width)
-            if self.distinct_greps:
+            if self.distinct_greps or self.copy_greps:
                 kwargs["logits_processor"] = self._constraint(width)
             ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
                                                     prefill_precision=self.cpu_precision,
@@ -126,7 +133,7 @@ class HFPolicy:
             enc = enc.to(self.device)
             if stop:
                 kwargs["stopping_criteria"] = self._stopping(enc["input_ids"].shape[1])
-            if self.distinct_greps:
+            if self.distinct_greps or self.copy_greps:
                 kwargs["logits_processor"] = self._constraint(enc["input_ids"].shape[1])
             with torch.inference_mode():
                 ids = self.model.generate(**enc, **kwargs)
@@ -147,9 +154,10 @@ class HFPolicy:
     def _constraint(self, width: int) -> Any:
         from transformers import LogitsProcessorList
 
-        from codegrep.agent.constraints import DistinctGrepStarts
+        from codegrep.agent.constraints import CopiedGrepPatterns, DistinctGrepStarts
 
-        return LogitsProcessorList([DistinctGrepStarts(self.tokenizer, width)])
+        return LogitsProcessorList([DistinctGrepStarts(self.tokenizer, width)] * self.distinct_greps
+                                   + [CopiedGrepPatterns(self.tokenizer, width, self.min_greps)] * self.copy_greps)
 
     @property
     def pad_id(self) -> int:
@@ -272,7 +280,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
 
     Keys: ``policy`` (hf | openai | scripted; a set ``endpoint`` means openai), ``model``,
     ``endpoint``, ``api_key_env``, ``max_new_tokens``, ``temperature``, ``top_p``, ``device``, ``batch_size``,
-    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``, ``distinct_greps``,
+    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``, ``distinct_greps``, ``copy_greps``, ``min_greps``,
     ``outputs`` (scripted).
 
     >>> make_policy({"policy": "scripted", "outputs": ["x"]}).describe()
@@ -281,6 +289,8 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
     if isinstance(spec, str):
         spec = {"endpoint": spec} if spec.startswith(("http://", "https://")) else {"model": spec}
     policy_config(spec)  # an unknown key is an error naming it
+    if spec.get("min_greps") and not spec.get("copy_greps"):
+        raise ValueError("agent.min_greps needs agent.copy_greps: true (it is part of that constraint)")
     kind = spec.get("policy") or "hf"
     if kind not in POLICY_KINDS:  # the short form `policy: smollm2` names a local model
         kind, spec = "hf", {**spec, "model": spec.get("model") or kind}
@@ -301,7 +311,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
                     prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None else 4096,
                     cpu_precision=spec.get("cpu_precision") or "fp32",
                     stop_after_calls=stop_after_calls(spec), distinct_greps=bool(spec.get("distinct_greps")),
-                    **sampling)
+                    copy_greps=bool(spec.get("copy_greps")), min_greps=int(spec.get("min_greps") or 0), **sampling)
 
 
 def stop_after_calls(spec: dict[str, Any]) -> int | None:
