@@ -175,3 +175,88 @@ def test_a_logits_processor_acts_alike_on_both_decoding_paths(policy):
             for leave in (True, False)]
     assert torch.equal(outs[0], outs[1])
     assert not set(outs[0][:, width].tolist()) & set(first)
+
+
+def _copy_setup(policy, issue: str, min_greps: int = 0):
+    """A real chat prompt for ``issue`` and a ``CopiedGrepPatterns`` over it; returns (scores_after, processor)."""
+    import torch
+
+    from codegrep.agent.constraints import CopiedGrepPatterns
+
+    tok = policy.tokenizer
+    text = tok.apply_chat_template(build_messages(issue, AgentConfig()), tokenize=False, add_generation_prompt=True)
+    prompt = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    proc = CopiedGrepPatterns(tok, prompt.shape[1], min_greps=min_greps)
+
+    def scores_after(written: str) -> torch.Tensor:
+        new = tok(written, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        return proc(torch.cat([prompt, new], 1), torch.zeros(1, len(tok)))[0]
+
+    return scores_after, proc
+
+
+OPEN_GREP = '<tool_call>{"name": "grep", "arguments": {"pattern": "'
+
+
+def test_copy_greps_lets_a_pattern_continue_only_into_a_term_of_the_issue(policy):
+    """``agent.copy_greps``: inside a grep pattern every token left open keeps the pattern a prefix of one of the
+    issue's patterns (closing quote included) or writes past that quote; an invented term's tokens are banned."""
+    import torch
+
+    from codegrep.agent.constraints import issue_patterns
+
+    issue = "MatrixSymbol breaks when printed with trigsimp(expr)."
+    scores_after, proc = _copy_setup(policy, issue)
+    tok = policy.tokenizer
+    pats = issue_patterns(tok.decode(tok(tok.apply_chat_template(build_messages(issue, AgentConfig()),
+                                                                 tokenize=False, add_generation_prompt=True),
+                                         add_special_tokens=False)["input_ids"]))
+    assert "\\\\bMatrixSymbol\\\\b" in pats and "\\\\btrigsimp\\\\b" in pats
+    for value in ("\\\\b", "\\\\bMa", "\\\\btrig"):
+        row = scores_after(OPEN_GREP + value)
+        open_ids = torch.nonzero(~torch.isinf(row)).flatten().tolist()
+        assert open_ids and len(open_ids) < 200, value
+        for i in open_ids:
+            s = value + tok.decode([i])
+            assert any((p + '"').startswith(s) or s.startswith(p + '"') for p in pats), (value, tok.decode([i]))
+    assert scores_after(OPEN_GREP + "\\\\b")[tok.convert_tokens_to_ids("math")] == float("-inf")  # no such term
+    assert not torch.isinf(scores_after("I will search.")).any()  # outside a pattern nothing is banned
+
+
+def test_copy_greps_never_writes_a_term_twice_in_a_turn(policy):
+    """A term grepped earlier in the turn is no longer open: after ``\\bMatrixSymbol\\b`` only trigsimp (and the
+    other issue terms) can follow the anchor, so ``Matrix`` is banned."""
+    import torch
+
+    scores_after, _ = _copy_setup(policy, "MatrixSymbol breaks when printed with trigsimp(expr).")
+    earlier = GREP % "\\\\bMatrixSymbol\\\\b"
+    tok = policy.tokenizer
+    row = scores_after(earlier + OPEN_GREP + "\\\\b")
+    assert row[tok.convert_tokens_to_ids("Matrix")] == float("-inf")
+    assert row[tok.convert_tokens_to_ids("trig")] == 0
+    before = scores_after(OPEN_GREP + "\\\\b")
+    assert before[tok.convert_tokens_to_ids("Matrix")] == 0 and int(torch.isinf(before).sum()) < int(
+        torch.isinf(row).sum()) + 5
+
+
+def test_min_greps_keeps_a_turn_of_greps_going_while_terms_are_left(policy):
+    """``agent.min_greps``: after fewer closed greps than asked the end-of-turn tokens are banned; at the count, after
+    a submit, or with min_greps 0, they are not."""
+    tok = policy.tokenizer
+    enders = [i for i in (tok.eos_token_id, tok.get_vocab().get("<|im_end|>")) if i is not None]
+    issue = "MatrixSymbol breaks when printed with trigsimp(expr)."
+    two, _ = _copy_setup(policy, issue, min_greps=2)
+    one = GREP % "\\\\bMatrixSymbol\\\\b"
+    assert all(two(one.rstrip("\n"))[i] == float("-inf") for i in enders)
+    assert all(two(one + (GREP % "\\\\btrigsimp\\\\b").rstrip("\n"))[i] == 0 for i in enders)
+    assert all(two(SUBMIT)[i] == 0 for i in enders)
+    off, _ = _copy_setup(policy, issue, min_greps=0)
+    assert all(off(one.rstrip("\n"))[i] == 0 for i in enders)
+
+
+def test_copy_greps_is_wired_from_the_profile_and_min_greps_needs_it():
+    """The agent section's keys reach the policy; ``min_greps`` without ``copy_greps`` is an error naming both."""
+    from codegrep.agent.policies import make_policy
+
+    with pytest.raises(ValueError, match="agent.min_greps needs agent.copy_greps"):
+        make_policy({"policy": "hf", "model": "x", "min_greps": 3})

@@ -36,16 +36,12 @@ def content_start(value: str) -> int:
 
 
 def earlier_patterns(text: str) -> list[str]:
-    r"""The JSON text of every grep pattern in the closed calls of ``text`` (a turn so far), read by the protocol's
-    own parser (``parse_tool_calls``).
+    r"""The JSON text of every grep pattern in the closed calls of ``text`` (a turn so far).
 
     >>> earlier_patterns('<tool_call>{"name": "grep", "arguments": {"pattern": "\\\\bx\\\\b"}}</tool_call><tool_call>{"na')
     ['\\\\bx\\\\b']
     """
-    from codegrep.agent.protocol import parse_tool_calls
-
-    closed = text[:text.rfind(_CLOSE) + len(_CLOSE)] if _CLOSE in text else ""
-    return [json.dumps(c.arguments["pattern"])[1:-1] for c in parse_tool_calls(closed).calls if c.name == "grep"]
+    return earlier_values(text, "grep")
 
 
 def banned_starts(text: str) -> list[str]:
@@ -122,15 +118,20 @@ class DistinctGrepStarts:
 
 
 _ISSUE = re.compile(r"Issue:\n(.*?)(?:\n\nTurn 1 of \d+\.|$)", re.DOTALL)
+_AFTER_ISSUE = re.compile(r"\n\nTurn 1 of \d+\.")
 
 
-def issue_patterns(prompt: str, limit: int = 64) -> list[str]:
-    r"""The JSON text of every grep pattern a turn may write under ``agent.copy_greps``: the scripted expert's call
-    (``compact_call``) for each term of the issue shown in ``prompt`` (``expert_terms``: identifiers, names written
-    as calls, plain words as stems; up to ``limit``), each also without its ``\b`` anchors.
+def issue_patterns(prompt: str, limit: int = 64, tool: str = "grep") -> list[str]:
+    r"""The JSON text of every pattern a ``tool`` call (grep or glob) may write under ``agent.copy_greps``: the
+    scripted expert's call (``compact_call``) for each term of the issue shown in ``prompt`` (``expert_terms``:
+    file names as globs, identifiers, names written as calls, plain words as stems; up to ``limit``), greps also
+    without their ``\b`` anchors.
 
-    >>> issue_patterns("<|im_start|>user\nIssue:\nMatrixSymbol breaks trigsimp(x)\n\nTurn 1 of 3.", 3)
-    ['\\\\bMatrixSymbol\\\\b', 'MatrixSymbol', '\\\\btrigsimp\\\\b', 'trigsimp', '\\\\bbreak', 'break']
+    >>> issue = "<|im_start|>user\nIssue:\nMatrixSymbol breaks trigsimp(x) in simplify.py\n\nTurn 1 of 3."
+    >>> issue_patterns(issue, 3)
+    ['\\\\bMatrixSymbol\\\\b', 'MatrixSymbol', '\\\\btrigsimp\\\\b', 'trigsimp']
+    >>> issue_patterns(issue, 3, "glob")
+    ['**/simplify.py']
     """
     from codegrep.retrievers.scripted import compact_call, expert_terms
 
@@ -140,32 +141,79 @@ def issue_patterns(prompt: str, limit: int = 64) -> list[str]:
     out: dict[str, None] = {}
     for term, kind in expert_terms(m.group(1), limit):
         call = compact_call(term, kind)
-        if call.name == "grep":
+        if call.name == tool:
             text = json.dumps(call.arguments["pattern"])[1:-1]
-            out.update(dict.fromkeys([text, text.replace(_ANCHOR, "")]))
+            out.update(dict.fromkeys([text, text.replace(_ANCHOR, "")] if tool == "grep" else [text]))
     return list(out)
 
 
-def inside_pattern(text: str) -> str | None:
-    """The JSON text written so far of the grep pattern ``text`` (a turn so far) ends inside, else None.
+def shown_files(prompt: str) -> list[str]:
+    """The JSON text of every file the observations in ``prompt`` listed (after the opening issue), the files a
+    submit may name under ``agent.copy_greps``.
 
-    >>> inside_pattern('<tool_call>{"name": "grep", "arguments": {"pattern": "\\\\bMat'), inside_pattern('x')
-    ('\\\\bMat', None)
+    >>> shown_files("Issue:\\nsee x.py\\n\\nTurn 1 of 3.<tool_call>...</tool_call>\\nFiles ranked by this turn's "
+    ...             "searches: b.py, a.py\\n<tool_response>\\ngrep pattern=\\"f\\"\\nb.py (2 hits, def)\\n</tool_response>")
+    ['b.py', 'a.py']
+    """
+    from codegrep.agent.protocol import listed_files
+
+    m = _AFTER_ISSUE.search(prompt)
+    return [json.dumps(f)[1:-1] for f in listed_files(prompt[m.end():])] if m else []
+
+
+_CALL_VALUE = re.compile(r'^\s*\{\s*"name"\s*:\s*"(grep|glob)"\s*,\s*"arguments"\s*:\s*\{\s*"pattern"\s*:\s*"(.*)$',
+                         re.DOTALL)
+_SUBMIT_LIST = re.compile(r'^\s*\{\s*"name"\s*:\s*"submit"\s*,\s*"arguments"\s*:\s*\{\s*"files"\s*:\s*\[(.*)$',
+                          re.DOTALL)
+_QUOTE = re.compile(r'(?<!\\)"')
+
+
+def inside_value(text: str) -> tuple[str, str, list[str]] | None:
+    """Where ``text`` (a turn so far) ends inside a string the copy constraint governs: ``(tool, written so far,
+    strings this call wrote before)`` for a grep or glob pattern or a submitted file, else None.
+
+    >>> inside_value('<tool_call>{"name": "grep", "arguments": {"pattern": "\\\\bMat'), inside_value('x')
+    (('grep', '\\\\bMat', []), None)
+    >>> inside_value('<tool_call>{"name": "submit", "arguments": {"files": ["a.py", "b/')
+    ('submit', 'b/', ['a.py'])
     """
     at = text.rfind(_OPEN)
     if at < 0:
         return None
-    m = _GREP_VALUE.match(text[at + len(_OPEN):])
-    if not m or re.search(r'(?<!\\)"', m.group(1)):
+    body = text[at + len(_OPEN):]
+    m = _CALL_VALUE.match(body)
+    if m:
+        return None if _QUOTE.search(m.group(2)) else (m.group(1), m.group(2), [])
+    m = _SUBMIT_LIST.match(body)
+    if not m or "]" in m.group(1):
         return None
-    return m.group(1)
+    parts = _QUOTE.split(m.group(1))
+    if len(parts) % 2:  # an even number of quotes: between two files
+        return None
+    return "submit", parts[-1], parts[1:-1:2]
+
+
+def earlier_values(text: str, tool: str) -> list[str]:
+    r"""The JSON text of the patterns of the closed ``tool`` calls in ``text`` (a turn so far), read by the protocol's
+    own parser.
+
+    >>> earlier_values('<tool_call>{"name": "glob", "arguments": {"pattern": "**/a.py"}}</tool_call><tool_call>{"na', "glob")
+    ['**/a.py']
+    """
+    from codegrep.agent.protocol import parse_tool_calls
+
+    closed = text[:text.rfind(_CLOSE) + len(_CLOSE)] if _CLOSE in text else ""
+    return [json.dumps(c.arguments["pattern"])[1:-1] for c in parse_tool_calls(closed).calls if c.name == tool]
 
 
 class CopiedGrepPatterns:
-    """``agent.copy_greps`` as a transformers ``LogitsProcessor``: inside a grep pattern, only tokens that keep the
-    pattern (closing quote included) a prefix of one of :func:`issue_patterns` not yet written in this turn may be
-    chosen, so every grep looks for a term of the issue, and no term twice; where none fits, nothing is banned. With
-    ``min_greps``, a turn that has closed fewer greps than that (and no submit) may not end while terms are left."""
+    """``agent.copy_greps`` as a transformers ``LogitsProcessor``: inside a grep or glob pattern, only tokens that keep
+    it (closing quote included) a prefix of one of the issue's patterns of that tool (:func:`issue_patterns`) not yet
+    written in this turn may be chosen, and inside a submitted file, one of the files the observations listed
+    (:func:`shown_files`) not yet submitted; so every search looks for a term of the issue, none twice, and every
+    submitted path is one the tools showed. Where nothing fits (a glob when the issue names no file; banning the
+    closing quote of a repeat there made the model write junk until the token cap), nothing is banned. With ``min_greps``, a turn that has
+    closed fewer greps than that (and no submit) may not end while terms are left."""
 
     def __init__(self, tokenizer: Any, prompt_width: int, min_greps: int = 0) -> None:
         import bisect
@@ -176,7 +224,7 @@ class CopiedGrepPatterns:
         self.longest = max(map(len, self.exact))
         vocab = tokenizer.get_vocab()
         self.enders = sorted({i for i in (tokenizer.eos_token_id, vocab.get("<|im_end|>")) if isinstance(i, int)})
-        self._patterns: dict[bytes, list[str]] = {}
+        self._options: dict[tuple[bytes, str], list[str]] = {}
 
     def allowed(self, value: str, patterns: list[str]) -> list[int]:
         """Token ids that keep ``value`` a prefix of some ``pattern + '"'``, or that write past that closing quote."""
@@ -194,28 +242,31 @@ class CopiedGrepPatterns:
                 i += 1
         return sorted(ids)
 
-    def patterns(self, prompt_ids: Any) -> list[str]:
-        """:func:`issue_patterns` of one row's prompt (cached per prompt)."""
-        key = prompt_ids.cpu().numpy().tobytes()
-        if key not in self._patterns:
-            self._patterns[key] = issue_patterns(self.tokenizer.decode(prompt_ids, skip_special_tokens=False))
-        return self._patterns[key]
+    def options(self, prompt_ids: Any, tool: str) -> list[str]:
+        """What one row's ``tool`` string may be (cached per prompt): the issue's grep or glob patterns
+        (:func:`issue_patterns`), or for a submit the files its observations listed (:func:`shown_files`)."""
+        key = (prompt_ids.cpu().numpy().tobytes(), tool)
+        if key not in self._options:
+            prompt = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
+            self._options[key] = shown_files(prompt) if tool == "submit" else issue_patterns(prompt, tool=tool)
+        return self._options[key]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         if input_ids.shape[1] <= self.width:
             return scores
         for row in range(input_ids.shape[0]):
+            prompt = input_ids[row, :self.width]
             text = self.tokenizer.decode(input_ids[row, self.width:], skip_special_tokens=True)
-            value = inside_pattern(text)
-            if value is None and not (self.min_greps and text.rstrip().endswith(_CLOSE) and "submit" not in text):
+            where = inside_value(text)
+            if where is None:  # after a closed call, fewer greps than min_greps: the turn goes on while terms are left
+                if self.min_greps and text.rstrip().endswith(_CLOSE) and "submit" not in text:
+                    done = earlier_values(text, "grep")
+                    if len(done) < self.min_greps and set(self.options(prompt, "grep")) - set(done):
+                        scores[row, self.enders] = float("-inf")
                 continue
-            done = set(earlier_patterns(text if value is None else text[:text.rfind(_OPEN)]))
-            left = [p for p in self.patterns(input_ids[row, :self.width]) if p not in done]
-            if value is None:  # a closed call, fewer greps than min_greps: the turn goes on while terms are left
-                if len(done) < self.min_greps and left:
-                    scores[row, self.enders] = float("-inf")
-                continue
-            ids = self.allowed(value, left)
+            tool, value, before = where
+            done = set(before if tool == "submit" else earlier_values(text[:text.rfind(_OPEN)], tool))
+            ids = self.allowed(value, [p for p in self.options(prompt, tool) if p not in done])
             if ids:
                 keep = scores[row, ids].clone()
                 scores[row] = float("-inf")
