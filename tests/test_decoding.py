@@ -260,3 +260,45 @@ def test_copy_greps_is_wired_from_the_profile_and_min_greps_needs_it():
 
     with pytest.raises(ValueError, match="agent.min_greps needs agent.copy_greps"):
         make_policy({"policy": "hf", "model": "x", "min_greps": 3})
+
+
+def test_copy_greps_keeps_globs_to_the_issues_file_names_and_submits_to_listed_files(policy):
+    """A glob may only look for a file the issue names; a submitted path must be one an observation listed (the
+    ranked line or a file row), each once; with nothing to copy (no file listed), nothing is banned."""
+    import torch
+
+    tok = policy.tokenizer
+    issue = "MatrixSymbol breaks in sympy/printing/latex.py when printed."
+    scores_after, _ = _copy_setup(policy, issue)
+    glob = '<tool_call>{"name": "glob", "arguments": {"pattern": "**/'
+    row = scores_after(glob)
+    assert row[tok.convert_tokens_to_ids("late")] == 0 and row[tok.convert_tokens_to_ids("mat")] == float("-inf")
+
+    from codegrep.agent.constraints import CopiedGrepPatterns
+
+    turn1 = GREP % "\\\\bMatrixSymbol\\\\b"
+    observation = ("Files ranked by this turn's searches: sympy/printing/latex.py, sympy/matrices/expressions/matexpr.py"
+                   "\n<tool_response>\ngrep pattern=\"\\bMatrixSymbol\\b\"\nsympy/printing/latex.py (3 hits)\n"
+                   "</tool_response>\nTurn 2 of 3.")
+    history = build_messages(issue, AgentConfig()) + [{"role": "assistant", "content": turn1},
+                                                      {"role": "user", "content": observation}]
+    text = tok.apply_chat_template(history, tokenize=False, add_generation_prompt=True)
+    prompt = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    proc = CopiedGrepPatterns(tok, prompt.shape[1])
+
+    def after(written: str) -> torch.Tensor:
+        new = tok(written, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        return proc(torch.cat([prompt, new], 1), torch.zeros(1, len(tok)))[0]
+
+    submit = '<tool_call>{"name": "submit", "arguments": {"files": ["'
+    first = after(submit + "sympy/")
+    for i in torch.nonzero(~torch.isinf(first)).flatten().tolist():
+        s = "sympy/" + tok.decode([i])
+        assert any(f.startswith(s) or s.startswith(f + '"') for f in ("sympy/printing/latex.py",
+                                                                        "sympy/matrices/expressions/matexpr.py")), s
+    assert first[tok.convert_tokens_to_ids("core")] == float("-inf")
+    second = after(submit + 'sympy/printing/latex.py", "sympy/')
+    assert second[tok.convert_tokens_to_ids("printing")] == float("-inf")  # submitted already
+    assert second[tok.convert_tokens_to_ids("mat")] == 0
+    none_listed, _ = _copy_setup(policy, issue)
+    assert not torch.isinf(none_listed(submit + "sympy/")).any()
