@@ -254,12 +254,18 @@ def test_min_greps_keeps_a_turn_of_greps_going_while_terms_are_left(policy):
     assert all(off(one.rstrip("\n"))[i] == 0 for i in enders)
 
 
-def test_copy_greps_is_wired_from_the_profile_and_min_greps_needs_it():
-    """The agent section's keys reach the policy; ``min_greps`` without ``copy_greps`` is an error naming both."""
+def test_copy_greps_is_wired_from_the_profile_and_min_greps_needs_it(policy):
+    """The agent section's keys reach the policy and its decoding constraint; ``min_greps`` without ``copy_greps`` is
+    an error naming both."""
+    from codegrep.agent.constraints import CopiedGrepPatterns
     from codegrep.agent.policies import make_policy
 
     with pytest.raises(ValueError, match="agent.min_greps needs agent.copy_greps"):
         make_policy({"policy": "hf", "model": "x", "min_greps": 3})
+    hf = make_policy({"policy": "hf", "model": policy.model_name, "device": "cpu", "copy_greps": True, "min_greps": 6})
+    assert hf.describe()["copy_greps"] is True and hf.describe()["min_greps"] == 6
+    (proc,) = hf._constraint(10)
+    assert isinstance(proc, CopiedGrepPatterns) and proc.min_greps == 6 and proc.width == 10
 
 
 def test_copy_greps_keeps_globs_to_the_issues_file_names_and_submits_to_listed_files(policy):
