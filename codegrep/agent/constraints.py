@@ -212,8 +212,8 @@ class CopiedGrepPatterns:
     written in this turn may be chosen, and inside a submitted file, one of the files the observations listed
     (:func:`shown_files`) not yet submitted; so every search looks for a term of the issue, none twice, and every
     submitted path is one the tools showed. Where nothing fits (a glob when the issue names no file; banning the
-    closing quote of a repeat there made the model write junk until the token cap), nothing is banned. With ``min_greps``, a turn that has
-    closed fewer greps than that (and no submit) may not end while terms are left."""
+    closing quote of a repeat there made the model write junk until the token cap), nothing is banned. With
+    ``min_greps``, a turn that has closed fewer greps than that (and no submit) may not end while terms are left."""
 
     def __init__(self, tokenizer: Any, prompt_width: int, min_greps: int = 0) -> None:
         import bisect
