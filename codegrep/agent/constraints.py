@@ -133,7 +133,7 @@ def issue_patterns(prompt: str, limit: int = 64, tool: str = "grep") -> list[str
     >>> issue_patterns(issue, 3, "glob")
     ['**/simplify.py']
     """
-    from codegrep.retrievers.scripted import compact_call, expert_terms
+    from codegrep.retrievers.terms import compact_call, expert_terms
 
     m = _ISSUE.search(prompt)
     if not m:
