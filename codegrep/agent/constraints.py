@@ -22,7 +22,6 @@ from typing import Any
 
 _OPEN = "<tool_call>"
 _CLOSE = "</tool_call>"
-_GREP_VALUE = re.compile(r'^\s*\{\s*"name"\s*:\s*"grep"\s*,\s*"arguments"\s*:\s*\{\s*"pattern"\s*:\s*"(.*)$', re.DOTALL)
 _ANCHOR = "\\\\b"  # the JSON text of the regex anchor \b: backslash, backslash, b
 
 
@@ -55,13 +54,10 @@ def banned_starts(text: str) -> list[str]:
     >>> banned_starts(turn + 'Lam'), banned_starts(call % 'x')  # content written already; not inside a pattern
     ([], [])
     """
-    at = text.rfind(_OPEN)
-    if at < 0:
+    where = inside_value(text)
+    if not where or where[0] != "grep":
         return []
-    m = _GREP_VALUE.match(text[at + len(_OPEN):])
-    if not m:
-        return []
-    value = m.group(1)
+    value, at = where[1], text.rfind(_OPEN)
     out: list[str] = []
     for p in earlier_patterns(text[:at]):
         start = content_start(p)
@@ -86,12 +82,18 @@ def exact_token_strings(tokenizer: Any) -> dict[str, list[int]]:
     return _EXACT[key]
 
 
+_LOWER: dict[int, dict[str, list[int]]] = {}
+
+
 def token_strings(tokenizer: Any) -> dict[str, list[int]]:
-    """Token ids by their decoded text, lower-cased."""
-    table: dict[str, list[int]] = {}
-    for text, ids in exact_token_strings(tokenizer).items():
-        table.setdefault(text.lower(), []).extend(ids)
-    return table
+    """Token ids by their decoded text, lower-cased (computed once per tokenizer)."""
+    key = id(tokenizer)
+    if key not in _LOWER:
+        table: dict[str, list[int]] = {}
+        for text, ids in exact_token_strings(tokenizer).items():
+            table.setdefault(text.lower(), []).extend(ids)
+        _LOWER[key] = table
+    return _LOWER[key]
 
 
 class DistinctGrepStarts:
@@ -117,8 +119,8 @@ class DistinctGrepStarts:
         return scores
 
 
-_ISSUE = re.compile(r"Issue:\n(.*?)(?:\n\nTurn 1 of \d+\.|$)", re.DOTALL)
-_AFTER_ISSUE = re.compile(r"\n\nTurn 1 of \d+\.")
+_ISSUE = re.compile(r"Issue:\n(.*?)(?:\n\nTurn 1 of \d+[.:]|$)", re.DOTALL)  # build_messages' opening
+_AFTER_ISSUE = re.compile(r"\n\nTurn 1 of \d+[.:]")
 
 
 def issue_patterns(prompt: str, limit: int = 64, tool: str = "grep") -> list[str]:

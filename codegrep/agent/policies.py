@@ -70,9 +70,9 @@ class HFPolicy:
         self.distinct_greps = distinct_greps
         """A grep may not start as an earlier grep of the turn did (``codegrep.agent.constraints``)."""
         self.copy_greps = copy_greps
+        """Searches copy the issue's terms, submits the listed files, each once (``codegrep.agent.constraints``)."""
         self.min_greps = min_greps
         """With ``copy_greps``: the turn may not end before this many greps while issue terms are left."""
-        """A grep pattern is one of the issue's terms not yet grepped in the turn (``codegrep.agent.constraints``)."""
         self.last_usage: list[dict[str, int]] = []
         from codegrep.agent.prefix_cache import PrefixCache, supports_prefix_cache
 
@@ -280,8 +280,8 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
 
     Keys: ``policy`` (hf | openai | scripted; a set ``endpoint`` means openai), ``model``,
     ``endpoint``, ``api_key_env``, ``max_new_tokens``, ``temperature``, ``top_p``, ``device``, ``batch_size``,
-    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``, ``distinct_greps``, ``copy_greps``, ``min_greps``,
-    ``outputs`` (scripted).
+    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``, ``distinct_greps``,
+    ``copy_greps``, ``min_greps``, ``outputs`` (scripted).
 
     >>> make_policy({"policy": "scripted", "outputs": ["x"]}).describe()
     {'kind': 'scripted', 'mode': 'shared'}

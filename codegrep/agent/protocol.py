@@ -116,9 +116,10 @@ class PolicyConfig:
     Evaluation and serving only; GRPO rollouts decode without it."""
     copy_greps: bool = False
     """hf: a decoding constraint — inside a grep pattern only tokens that keep it a prefix of one of the issue's terms
-    (the scripted expert's calls for them, anchored or not) not yet grepped in the turn may be written: the policy
-    chooses which terms and how many, never an invented one (``codegrep.agent.constraints``). Evaluation and
-    serving only, like ``distinct_greps``."""
+    (the scripted expert's calls for them, anchored or not) not yet grepped in the turn may be written, a glob
+    pattern likewise among the issue's file names, a submitted path among the files the observations listed: the
+    policy chooses which terms, how many and which listed file, never an invented one (``codegrep.agent.constraints``).
+    Evaluation and serving only, like ``distinct_greps``."""
     min_greps: int = 0
     """hf, with ``copy_greps``: a turn of greps may not end (its end-of-turn tokens are banned after a closed call)
     before it has written this many, while issue terms are left (0 = off). The scripted expert writes 6; on the 55
