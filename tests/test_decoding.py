@@ -264,7 +264,7 @@ def test_copy_greps_is_wired_from_the_profile_and_min_greps_needs_it(policy):
         make_policy({"policy": "hf", "model": "x", "min_greps": 3})
     hf = make_policy({"policy": "hf", "model": policy.model_name, "device": "cpu", "copy_greps": True, "min_greps": 6})
     assert hf.describe()["copy_greps"] is True and hf.describe()["min_greps"] == 6
-    (proc,) = hf._constraint(10)
+    (proc,) = hf.controls.generate_kwargs(hf.tokenizer, 10)["logits_processor"]
     assert isinstance(proc, CopiedGrepPatterns) and proc.min_greps == 6 and proc.width == 10
 
 

@@ -101,6 +101,42 @@ def test_kl_probe_is_nonzero_after_an_update_with_beta_zero(tmp_path):
     assert trainer._metrics["train"]["kl_probe"][-1] > 1e-6
 
 
+def test_grpo_rollouts_decode_under_the_agents_constraints(tmp_path, monkeypatch):
+    """GRPO's rollout turns get the stops and constraints evaluation decodes with (agent.copy_greps here): the
+    rollout's decoder receives the turn stop and the copy constraint for its prompt width, and that constraint, on
+    the rollout's own prompt, lets a grep pattern continue only into one of the issue's terms."""
+    import codegrep.agent.prefix_cache as pc
+    from codegrep.agent.constraints import CopiedGrepPatterns, issue_patterns
+    from codegrep.agent.stopping import TurnStop
+    from codegrep.config import load_profile
+    from codegrep.rl.training_run import build_trainer, train_arguments
+
+    cfg = load_profile("ci")
+    cfg["agent"] = {**cfg["agent"], "copy_greps": True, "min_greps": 2}
+    cg, grpo = train_arguments(cfg, {"warm_start": False, "max_completion_length": 6, "train_tasks": 1,
+                                     "out": str(tmp_path)})
+    (tmp_path / "c").mkdir()
+    trainer = build_trainer(cfg, cg, grpo, tmp_path / "c")
+    seen = []
+    real = pc.generate_with_prefix_cache
+    monkeypatch.setattr(pc, "generate_with_prefix_cache", lambda *a, **k: seen.append(k) or real(*a, **k))
+    tok = trainer.processing_class
+    prompt = tok.apply_chat_template(trainer.train_dataset[0]["prompt"], tokenize=True, add_generation_prompt=True,
+                                     return_dict=False)
+    completions, _ = trainer._generate_single_turn([prompt, prompt[3:]], None, {}, num_generations=1)
+    assert len(completions) == 2 and len(seen) == 1
+    (stop,), (proc,) = seen[0]["stopping_criteria"], seen[0]["logits_processor"]
+    assert isinstance(stop, TurnStop) and stop.max_calls == cfg["agent"]["max_calls_per_turn"]
+    assert isinstance(proc, CopiedGrepPatterns) and proc.width == len(prompt) and proc.min_greps == 2
+    terms = issue_patterns(tok.decode(prompt))
+    assert terms
+    opening = tok('<tool_call>{"name": "grep", "arguments": {"pattern": "', add_special_tokens=False)["input_ids"]
+    scores = proc(torch.tensor([prompt + opening]), torch.zeros(1, len(tok)))[0]
+    open_ids = torch.nonzero(scores == 0)[:, 0].tolist()
+    assert 0 < len(open_ids) < 1000  # of a 49K vocabulary: only starts of the issue's terms
+    assert all(any(p.startswith(tok.decode([i])) for p in terms) for i in open_ids)
+
+
 def test_warm_start_trains_assistant_tokens_only(tmp_path):
     from transformers import AutoTokenizer
     from trl.chat_template_utils import get_training_chat_template

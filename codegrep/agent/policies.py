@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from codegrep import Policy
 from codegrep.agent.models import SMOLLM2_ALIASES
 from codegrep.agent.protocol import PolicyConfig, policy_config  # noqa: F401  (PolicyConfig: documented here)
+from codegrep.agent.turn_controls import TurnControls
 
 Messages = list[dict[str, Any]]
 
@@ -109,17 +110,13 @@ class HFPolicy:
             if self.temperature > 0 else {"do_sample": False}
         extra = {"stop_strings": self.stop_strings, "tokenizer": self.tokenizer} if self.stop_strings else {}
         kwargs = {"max_new_tokens": self.max_new_tokens, **sampling, **extra, "pad_token_id": self.pad_id}
-        stop = self.stop_after_calls != 0
         if self.prefix_cache is not None:  # each history token prefilled once, across turns (prefix_cache.py)
             from codegrep.agent.prefix_cache import generate_with_prefix_cache
 
             rows = [torch.tensor(self.tokenizer(p, add_special_tokens=False)["input_ids"], dtype=torch.long)
                     for p in prompts]
             width = max(len(r) for r in rows)
-            if stop:
-                kwargs["stopping_criteria"] = self._stopping(width)
-            if self.distinct_greps or self.copy_greps:
-                kwargs["logits_processor"] = self._constraint(width)
+            kwargs.update(self.controls.generate_kwargs(self.tokenizer, width))
             ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
                                                     prefill_precision=self.cpu_precision,
                                                     leave_batch=self.leave_batch, **kwargs)
@@ -131,10 +128,7 @@ class HFPolicy:
             finally:
                 self.tokenizer.padding_side = side  # the tokenizer may be shared with a trainer
             enc = enc.to(self.device)
-            if stop:
-                kwargs["stopping_criteria"] = self._stopping(enc["input_ids"].shape[1])
-            if self.distinct_greps or self.copy_greps:
-                kwargs["logits_processor"] = self._constraint(enc["input_ids"].shape[1])
+            kwargs.update(self.controls.generate_kwargs(self.tokenizer, enc["input_ids"].shape[1]))
             with torch.inference_mode():
                 ids = self.model.generate(**enc, **kwargs)
             width, lengths = enc["input_ids"].shape[1], [int(m.sum()) for m in enc["attention_mask"]]
@@ -144,20 +138,11 @@ class HFPolicy:
             self.last_usage.append({"prompt_tokens": n_prompt, "completion_tokens": n_out})
         return self.tokenizer.batch_decode(new, skip_special_tokens=True)
 
-    def _stopping(self, width: int) -> Any:
-        from transformers import StoppingCriteriaList
-
-        from codegrep.agent.stopping import TurnStop
-
-        return StoppingCriteriaList([TurnStop(self.tokenizer, width, self.stop_after_calls)])
-
-    def _constraint(self, width: int) -> Any:
-        from transformers import LogitsProcessorList
-
-        from codegrep.agent.constraints import CopiedGrepPatterns, DistinctGrepStarts
-
-        return LogitsProcessorList([DistinctGrepStarts(self.tokenizer, width)] * self.distinct_greps
-                                   + [CopiedGrepPatterns(self.tokenizer, width, self.min_greps)] * self.copy_greps)
+    @property
+    def controls(self) -> Any:
+        """Where rows stop and which tokens they may write (``codegrep.agent.turn_controls``; GRPO's rollouts get
+        the same from the profile's agent section)."""
+        return TurnControls(self.stop_after_calls, self.distinct_greps, self.copy_greps, self.min_greps)
 
     @property
     def pad_id(self) -> int:
@@ -289,8 +274,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
     if isinstance(spec, str):
         spec = {"endpoint": spec} if spec.startswith(("http://", "https://")) else {"model": spec}
     policy_config(spec)  # an unknown key is an error naming it
-    if spec.get("min_greps") and not spec.get("copy_greps"):
-        raise ValueError("agent.min_greps needs agent.copy_greps: true (it is part of that constraint)")
+    controls = TurnControls.from_agent(spec)  # min_greps without copy_greps is an error naming both
     kind = spec.get("policy") or "hf"
     if kind not in POLICY_KINDS:  # the short form `policy: smollm2` names a local model
         kind, spec = "hf", {**spec, "model": spec.get("model") or kind}
@@ -310,19 +294,5 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
                     batch_size=int(spec.get("batch_size") or 8), cpu_threads=spec.get("cpu_threads"),
                     prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None else 4096,
                     cpu_precision=spec.get("cpu_precision") or "fp32",
-                    stop_after_calls=stop_after_calls(spec), distinct_greps=bool(spec.get("distinct_greps")),
-                    copy_greps=bool(spec.get("copy_greps")), min_greps=int(spec.get("min_greps") or 0), **sampling)
-
-
-def stop_after_calls(spec: dict[str, Any]) -> int | None:
-    """Where an hf policy's rows stop (``HFPolicy.stop_after_calls``): ``stop_early: true`` (the default) stops at
-    the episode's ``max_calls_per_turn`` (or a submit); ``false`` never stops early.
-
-    >>> stop_after_calls({"max_calls_per_turn": 8}), stop_after_calls({"stop_early": False}), stop_after_calls({})
-    (8, 0, 8)
-    """
-    from codegrep.agent.protocol import AgentConfig
-
-    if spec.get("stop_early") is False:
-        return 0
-    return spec.get("max_calls_per_turn") or AgentConfig.max_calls_per_turn
+                    stop_after_calls=controls.stop_after_calls, distinct_greps=controls.distinct_greps,
+                    copy_greps=controls.copy_greps, min_greps=controls.min_greps, **sampling)

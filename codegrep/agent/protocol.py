@@ -108,18 +108,19 @@ class PolicyConfig:
     bf16, as in training, ``codegrep.agent.precision``). Decoding stays fp32 (bf16 decode measured slower); the
     prefilled key/value states are kept in fp32. Recorded in each episode's ``policy``."""
     stop_early: bool = True
-    """hf: a row stops generating once it has closed a submit call or ``max_calls_per_turn`` calls (what
-    ``apply_turn`` can still use; ``codegrep.agent.stopping``), so one long row no longer holds its batch."""
+    """hf and GRPO rollouts: a row stops generating once it has closed a submit call or ``max_calls_per_turn``
+    calls (what ``apply_turn`` can still use; ``codegrep.agent.stopping``), so one long row no longer holds its
+    batch."""
     distinct_greps: bool = False
     """hf: a decoding constraint — at the first content token of a grep pattern, no token may begin an earlier grep
     pattern of the same turn (``codegrep.agent.constraints``; the tools, their output and the parser are unchanged).
-    Evaluation and serving only; GRPO rollouts decode without it."""
+    GRPO rollouts decode under it too (``codegrep.agent.turn_controls``; not on TRL's vLLM path)."""
     copy_greps: bool = False
     """hf: a decoding constraint — inside a grep pattern only tokens that keep it a prefix of one of the issue's terms
     (the scripted expert's calls for them, anchored or not) not yet grepped in the turn may be written, a glob
     pattern likewise among the issue's file names, a submitted path among the files the observations listed: the
     policy chooses which terms, how many and which listed file, never an invented one (``codegrep.agent.constraints``).
-    Evaluation and serving only, like ``distinct_greps``."""
+    GRPO rollouts decode under it too, like ``distinct_greps``."""
     min_greps: int = 0
     """hf, with ``copy_greps``: a turn of greps may not end (its end-of-turn tokens are banned after a closed call)
     before it has written this many, while issue terms are left (0 = off). The scripted expert writes 6; on the 55

@@ -186,9 +186,13 @@ class CodeGrepArgs:
 class CodeGrepGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with the advantage-layer efficiency term and a log-only KL probe."""
 
-    def __init__(self, *args: Any, codegrep_args: CodeGrepArgs, reference_builder: Any = None, **kwargs: Any):
+    def __init__(self, *args: Any, codegrep_args: CodeGrepArgs, reference_builder: Any = None,
+                 turn_controls: Any = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.cg = codegrep_args
+        self.turn_controls = turn_controls
+        """Where a rollout turn's rows stop and which tokens they may write (``codegrep.agent.turn_controls``, from
+        the profile's agent section: the rules evaluation decodes under); applied on the prefix-cache path."""
         self.current_rows: list[dict[str, Any]] = []
         self.last_scores: list[Any] = []
         if self.cg.efficiency_layer != "normalize_then_sum" and self.multi_objective_aggregation != \
@@ -214,6 +218,13 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             self.rollout_func = _timed(self.rollout_func, self, "generation")
         self._timing: dict[str, float] = {}
         self._prefix_cache = self._make_prefix_cache()
+        if self._prefix_cache is None and turn_controls is not None and (turn_controls.copy_greps
+                                                                        or turn_controls.distinct_greps):
+            import warnings
+
+            warnings.warn("agent.copy_greps/distinct_greps: GRPO rollouts on this backend (vLLM, several processes, "
+                          "or prefix_cache_mb 0) decode WITHOUT the constraint; evaluation decodes with it",
+                          stacklevel=2)
         from codegrep.agent.precision import resolve_precision
 
         # CPU: bf16 autocast around the loss's forward where cpu_precision resolves to it (compute-bound: 2-5x on
@@ -234,7 +245,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """One turn for every row in ``prompt_ids`` (the whole batch: every group), decoded together in one
-        batched ``generate`` through the prefix cache."""
+        batched ``generate`` through the prefix cache, under ``turn_controls`` (the stops and constraints evaluation
+        uses). The loss reads the model's own log-probabilities of the sampled tokens (as with guided decoding)."""
         if self._prefix_cache is None or images is not None or multimodal_fields:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
@@ -251,9 +263,11 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
                                          generation_kwargs=self.generation_kwargs,
                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) \
                 as model, torch.no_grad():
+            width = max(len(r) for r in rows)
+            controls = self.turn_controls.generate_kwargs(tok, width) if self.turn_controls is not None else {}
             out, width = generate_with_prefix_cache(model, rows, self._prefix_cache, pad,
                                                     prefill_precision=self.loss_precision,  # decoding stays fp32
-                                                    generation_config=self.generation_config)
+                                                    generation_config=self.generation_config, **controls)
         eos = set(self.eos_token_ids)
         completions = []
         for row in out[:, width:].tolist():  # everything after the first EOS is dropped, as in TRL

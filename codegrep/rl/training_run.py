@@ -308,6 +308,7 @@ def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any
     from codegrep.agent.protocol import build_messages
     from codegrep.rl.advantages import reward_weights
     from codegrep.rl.rewards import REWARD_FUNCS
+    from codegrep.agent.turn_controls import TurnControls
     from codegrep.rl.trainer import CodeGrepGRPOTrainer, MetricsJsonlCallback
 
     seed_everything(grpo.seed)
@@ -341,7 +342,9 @@ def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any
     fresh_accelerator_state()  # the warm start's SFTTrainer, in this process, may have used another precision
     trainer = CodeGrepGRPOTrainer(model=str(model_path), reward_funcs=list(REWARD_FUNCS), args=grpo,
                                   train_dataset=data, processing_class=tokenizer, rollout_func=rollout,
-                                  codegrep_args=cg, reference_builder=build_reference)
+                                  codegrep_args=cg, reference_builder=build_reference,
+                                  turn_controls=TurnControls.from_agent(  # the stops/constraints evaluation uses
+                                      {**section(cfg, "agent"), "max_calls_per_turn": agent.max_calls_per_turn}))
     trainer.add_callback(MetricsJsonlCallback(run_dir / "metrics.jsonl"))
     from codegrep.rl.progress import GRPO_FIELDS, plain_progress
 
