@@ -352,7 +352,30 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
     shutil.copy2(run_path, dest / "run.json")
     for h in sorted((artifacts / "headlines").glob("*.json")):
         shutil.copy2(h, dest / "headlines" / h.name)
+    table = per_instance(artifacts)
+    if table:
+        write_atomic(dest / "per_instance.json", json.dumps(
+            {"what": "P@1 per evaluation instance of each policy notebook 03 evaluated (artifacts/train/eval/) and "
+                     "each retriever notebook 05 evaluated (artifacts/eval/), kept so a later run can be compared "
+                     "with this one instance by instance",
+             "run_commit": json.loads(run_path.read_text()).get("git_commit"), "p_at_1": table}, indent=1, sort_keys=True))
     return dest
+
+
+def per_instance(artifacts: Path) -> dict[str, dict[str, float]]:
+    """``{run/policy: {instance_id: P@1}}`` from the evaluation rows notebook 03 wrote
+    (``artifacts/train/eval/<run>/<policy>.jsonl``) and ``{eval/retriever: ...}`` from the retrievers' rows
+    (``artifacts/eval/<retriever>.jsonl``, notebook 05); empty when there are none."""
+    out: dict[str, dict[str, float]] = {}
+    for path in sorted(Path(artifacts).glob("train/eval/*/*.jsonl")) + sorted(Path(artifacts).glob("eval/*.jsonl")):
+        rows = {}
+        for line in path.read_text().splitlines():
+            row = json.loads(line) if line.strip() else None
+            if row and "instance_id" in row and isinstance(row.get("p@1"), (int, float)):
+                rows[row["instance_id"]] = float(row["p@1"])
+        if rows:
+            out[f"{path.parent.name}/{path.stem}"] = dict(sorted(rows.items()))
+    return out
 
 
 def run_machine(run: dict[str, Any]) -> str:

@@ -202,9 +202,17 @@ def test_save_results_commits_a_run_the_readme_generator_then_reads(tmp_path):
     from codegrep.report import committed_run, save_results
 
     artifacts = _run(tmp_path / "run")
+    rows = artifacts / "train" / "eval" / "ci-run"
+    rows.mkdir(parents=True)
+    (rows / "GRPO.jsonl").write_text('{"instance_id": "b", "p@1": 1.0}\n{"instance_id": "a", "p@1": 0.0}\n\n')
+    (artifacts / "eval").mkdir()
+    (artifacts / "eval" / "bm25.jsonl").write_text('{"instance_id": "a", "p@1": 1.0}\n')
     dest = save_results(artifacts, root=tmp_path / "repo")
     assert dest == tmp_path / "repo" / "docs" / "results" / "ci"
     assert sorted(p.name for p in (dest / "headlines").iterdir()) == ["03_training.json", "04_ablation.json"]
+    kept = json.loads((dest / "per_instance.json").read_text())  # for instance-by-instance comparisons later
+    assert kept["p_at_1"] == {"ci-run/GRPO": {"a": 0.0, "b": 1.0}, "eval/bm25": {"a": 1.0}}
+    assert kept["run_commit"] == "abc"
     assert committed_run(tmp_path / "repo") == dest
     (dest.parent / "smoke" / "headlines").mkdir(parents=True)
     (dest.parent / "smoke" / "run.json").write_text("{}")
