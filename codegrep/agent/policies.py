@@ -9,6 +9,7 @@ After each ``generate`` a policy sets ``last_usage``: one ``{"prompt_tokens", "c
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -65,15 +66,10 @@ class HFPolicy:
         self.model, self.tokenizer = model, tokenizer
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.batch_size, self.stop_strings = max(1, batch_size), list(stop_strings)
-        self.stop_after_calls, self.leave_batch = stop_after_calls, leave_batch
-        """A row stops at its closed submit call or its ``stop_after_calls``-th closed call (None: at a submit
-        only; 0: never early), ``codegrep.agent.stopping``."""
-        self.distinct_greps = distinct_greps
-        """A grep may not start as an earlier grep of the turn did (``codegrep.agent.constraints``)."""
-        self.copy_greps = copy_greps
-        """Searches copy the issue's terms, submits the listed files, each once (``codegrep.agent.constraints``)."""
-        self.min_greps = min_greps
-        """With ``copy_greps``: the turn may not end before this many greps while issue terms are left."""
+        self.leave_batch = leave_batch
+        self.controls = TurnControls(stop_after_calls, distinct_greps, copy_greps, min_greps)
+        """Where rows stop and which tokens they may write (``codegrep.agent.turn_controls``, each field documented
+        there; GRPO's rollouts get the same from the profile's agent section)."""
         self.last_usage: list[dict[str, int]] = []
         from codegrep.agent.prefix_cache import PrefixCache, supports_prefix_cache
 
@@ -92,9 +88,7 @@ class HFPolicy:
                 "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads(),
                 "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
                 "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32",
-                "stop_after_calls": self.stop_after_calls, "distinct_greps": self.distinct_greps,
-                "copy_greps": self.copy_greps,
-                "min_greps": self.min_greps}
+                **dataclasses.asdict(self.controls)}
 
     def generate(self, batch: Sequence[Messages]) -> list[str]:
         out, self.last_usage = [], []
@@ -137,12 +131,6 @@ class HFPolicy:
             n_out = int((row != self.pad_id).sum())
             self.last_usage.append({"prompt_tokens": n_prompt, "completion_tokens": n_out})
         return self.tokenizer.batch_decode(new, skip_special_tokens=True)
-
-    @property
-    def controls(self) -> Any:
-        """Where rows stop and which tokens they may write (``codegrep.agent.turn_controls``; GRPO's rollouts get
-        the same from the profile's agent section)."""
-        return TurnControls(self.stop_after_calls, self.distinct_greps, self.copy_greps, self.min_greps)
 
     @property
     def pad_id(self) -> int:

@@ -33,8 +33,6 @@ class TurnControls:
 
     >>> TurnControls.from_agent({"max_calls_per_turn": 8, "copy_greps": True, "min_greps": 6})
     TurnControls(stop_after_calls=8, distinct_greps=False, copy_greps=True, min_greps=6)
-    >>> TurnControls().active
-    False
     """
 
     stop_after_calls: int | None = 0
@@ -55,11 +53,6 @@ class TurnControls:
             raise ValueError("agent.min_greps needs agent.copy_greps: true (it is part of that constraint)")
         return cls(stop_after_calls(spec), bool(spec.get("distinct_greps")), bool(spec.get("copy_greps")),
                    int(spec.get("min_greps") or 0))
-
-    @property
-    def active(self) -> bool:
-        """Whether any control is on."""
-        return self.stop_after_calls != 0 or self.distinct_greps or self.copy_greps
 
     def generate_kwargs(self, tokenizer: Any, prompt_width: int) -> dict[str, Any]:
         """``stopping_criteria`` / ``logits_processor`` for one batched decode whose new tokens start at column

@@ -218,12 +218,13 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             self.rollout_func = _timed(self.rollout_func, self, "generation")
         self._timing: dict[str, float] = {}
         self._prefix_cache = self._make_prefix_cache()
-        if self._prefix_cache is None and turn_controls is not None and (turn_controls.copy_greps
-                                                                        or turn_controls.distinct_greps):
+        from codegrep.agent.turn_controls import TurnControls
+
+        if self._prefix_cache is None and turn_controls not in (None, TurnControls()):  # some control is on
             import warnings
 
-            warnings.warn("agent.copy_greps/distinct_greps: GRPO rollouts on this backend (vLLM, several processes, "
-                          "or prefix_cache_mb 0) decode WITHOUT the constraint; evaluation decodes with it",
+            warnings.warn(f"{turn_controls}: GRPO rollouts on this backend (vLLM, several processes, or "
+                          "prefix_cache_mb 0) decode WITHOUT these turn controls; evaluation decodes with them",
                           stacklevel=2)
         from codegrep.agent.precision import resolve_precision
 

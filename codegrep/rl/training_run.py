@@ -306,9 +306,9 @@ def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any
 
     from codegrep.agent.precision import fresh_accelerator_state, precision_record
     from codegrep.agent.protocol import build_messages
+    from codegrep.agent.turn_controls import TurnControls
     from codegrep.rl.advantages import reward_weights
     from codegrep.rl.rewards import REWARD_FUNCS
-    from codegrep.agent.turn_controls import TurnControls
     from codegrep.rl.trainer import CodeGrepGRPOTrainer, MetricsJsonlCallback
 
     seed_everything(grpo.seed)
