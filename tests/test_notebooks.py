@@ -157,6 +157,9 @@ REQUIRED: dict[str, dict[str, Spec]] = {
         "ceiling_p_at_1_copier": PROB, "ceiling_p_at_1_copier_paper_tools": PROB, "ceiling_p_at_1_gold_shown": PROB,
         "ceiling_p_at_1_grep_heuristic_train": PROB, "ceiling_n_train_tasks": COUNT,
         **{f"ranked_{n}_{p}": PROB for n in ("submit_first", "gold_first", "gold_listed") for p in ("warm_start", "grpo")},
+        "p_at_1_expert_iteration": PROB, "n_eval_expert_iteration": COUNT, "expert_iteration_episodes": COUNT,
+        "expert_iteration_kept": COUNT0,  # the comparison arm (issue 27; on in ci, on request on smoke)
+        **{f"p_at_1_diff_ei_{r}{s}": Spec(-1.0, 1.0) for r in ("grpo", "warm_start") for s in ("", "_lo", "_hi")},
     },
     "04_ablation": {  # issue 15
         "kl_log_ratio_mean": SIGNED, "kl_log_ratio_lo": SIGNED, "kl_log_ratio_hi": SIGNED,
@@ -175,7 +178,8 @@ REQUIRED: dict[str, dict[str, Spec]] = {
     },
 }
 INTERVALS = {  # (value, lo, hi) triples that must be ordered when all three are present
-    "03_training": [("p_at_1_diff", "p_at_1_diff_lo", "p_at_1_diff_hi")],
+    "03_training": [("p_at_1_diff", "p_at_1_diff_lo", "p_at_1_diff_hi"),
+                    ("p_at_1_diff_ei_grpo", "p_at_1_diff_ei_grpo_lo", "p_at_1_diff_ei_grpo_hi")],
     "04_ablation": [("kl_log_ratio_mean", "kl_log_ratio_lo", "kl_log_ratio_hi")],
     "05_precision_threshold": [("threshold_replay", "threshold_replay_lo", "threshold_replay_hi"),
                                ("threshold_observational", "threshold_observational_lo",
@@ -185,7 +189,7 @@ INTERVALS = {  # (value, lo, hi) triples that must be ordered when all three are
 
 EQUAL = {  # keys that must hold the same value: the warm start and the GRPO policy are each evaluated on every
     # held-out instance (issue 27; only the untrained policy may stay on a subset)
-    "03_training": [("n_eval_warm_start", "n_eval_grpo", "n_eval_instances")],
+    "03_training": [("n_eval_warm_start", "n_eval_grpo", "n_eval_instances", "n_eval_expert_iteration")],
 }
 
 
@@ -293,3 +297,65 @@ def test_report_lists_every_claim_with_this_runs_value(ci_run):
     assert (out / "artifacts" / "report.html").is_file()
     run = json.loads((out / "artifacts" / "run.json").read_text())
     assert run["profile"] == "ci" and run["git_commit"]
+
+
+def _ci_main_run(out: Path) -> Path:
+    runs = [p.parent for p in (out / "artifacts" / "train").glob("*/done.json")]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_expert_iteration_samples_the_grpo_prompt_pool_beside_grpo(ci_run):
+    """The comparison arm (issue 27) ran in notebook 03: it sampled the main run's GRPO prompts (TRAIN tasks,
+    never an evaluation instance), the configured number of passes, and its policy was evaluated on the same
+    instances as the GRPO policy."""
+    out, _, _ = ci_run
+    run = _ci_main_run(out)
+    prompts = set(json.loads((run / "manifest.json").read_text())["grpo_prompts"])
+    arms = list((out / "artifacts" / "train" / "expert_iteration").iterdir())
+    assert len(arms) == 1
+    passes = sorted(arms[0].glob("sample-*.jsonl"))
+    assert [p.name for p in passes] == ["sample-0.jsonl", "sample-1.jsonl"]  # ci: expert_iteration_samples 2
+    ids = [json.loads(line)["instance_id"] for p in passes for line in p.read_text().splitlines()]
+    assert len(ids) == 4 and set(ids) <= prompts
+    evaluated = {json.loads(line)["instance_id"] for line in (out / "artifacts" / "eval" / "bm25.jsonl")
+                 .read_text().splitlines()} if (out / "artifacts" / "eval" / "bm25.jsonl").is_file() else set()
+    assert not set(ids) & evaluated
+    numbers = headline(out, "03_training")
+    assert numbers["expert_iteration_episodes"] == 4
+    assert numbers["n_eval_expert_iteration"] == numbers["n_eval_grpo"]
+
+
+def test_expert_iteration_fine_tunes_the_warm_start_on_kept_episodes(ci_run, tmp_path):
+    """Steps 2 and 3 of the arm on real successes: the warm start's scripted-expert episodes (rejection-sampled on
+    the ci TRAIN tasks through the real turn function) stand in for sampled ones. Every one passes the arm's
+    keep rule, a wrong first file does not, and SFT again moves the warm start's weights."""
+    import yaml
+    from safetensors.torch import load_file
+
+    from codegrep.agent.protocol import AgentConfig, parse_tool_calls, visible_issue
+    from codegrep.data.tasks import profile_tasks
+    from codegrep.rl.expert_iteration import fine_tune, kept_episodes
+    from codegrep.rl.training_run import train_arguments
+
+    out, _, _ = ci_run
+    cfg = yaml.safe_load((out / "artifacts" / "profile.yaml").read_text())
+    warm = Path(json.loads((_ci_main_run(out) / "config.json").read_text())["initial_policy"])
+    demos = [json.loads(line) for line in (warm / "demonstrations.jsonl").read_text().splitlines()]
+    episodes = [{"instance_id": d["instance_id"], "messages": d["messages"],
+                 "files": parse_tool_calls(d["messages"][-1]["content"]).submit} for d in demos
+                if d["source"] == "synthetic"]
+    assert episodes
+    tasks, _ = profile_tasks(cfg, split="train", limit=None)
+    agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
+    gold = {t.instance_id: list(t.gold_files) for t in tasks}
+    visible = {t.instance_id: visible_issue(t.problem_statement, agent) for t in tasks}
+    kept, counts = kept_episodes(episodes, gold, visible, per_task=2)
+    assert len(kept) == len(episodes), counts
+    wrong = [{**episodes[0], "files": ["no/such/file.py"]}]
+    assert kept_episodes(wrong, gold, visible, per_task=2)[1] == {"first submitted file is not gold": 1}
+    cg, grpo = train_arguments(cfg)
+    model = fine_tune(warm, kept, tmp_path / "ei", cg, grpo)
+    before, after = load_file(str(warm / "model.safetensors")), load_file(str(model / "model.safetensors"))
+    assert before.keys() == after.keys()
+    assert any(not (before[k] == after[k]).all() for k in before)

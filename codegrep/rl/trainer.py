@@ -132,6 +132,23 @@ class CodeGrepArgs:
         "help": "Held-out tasks on which the untrained and warm-start policies are evaluated (a seeded subset of "
                 "the GRPO policy's evaluation tasks, the same for both; default: all of them). A budget knob: "
                 "the GRPO policy and the baselines always see every evaluation task."})
+    expert_iteration: bool = field(default=False, metadata={
+        "help": "Notebook 03 also runs expert iteration beside GRPO (codegrep.rl.expert_iteration): sample the warm "
+                "start on the main run's GRPO prompt pool, keep episodes whose first submitted file is gold (shown "
+                "by an observation, patterns in the visible issue), fine-tune the warm start on them, evaluate it "
+                "on the eval split like the GRPO policy. Not a setting of the main run (it never retrains it)."})
+    expert_iteration_tasks: int | None = field(default=None, metadata={
+        "help": "Tasks of the GRPO prompt pool expert iteration samples (a seeded subset; null = all)."})
+    expert_iteration_samples: int = field(default=2, metadata={
+        "help": "Episodes sampled per task (one seeded pass over the tasks each)."})
+    expert_iteration_temperature: float = field(default=1.0, metadata={
+        "help": "Sampling temperature of expert iteration's episodes (top_p 1; the agent's turn controls apply)."})
+    expert_iteration_per_task: int = field(default=2, metadata={
+        "help": "Kept (distinct) successful episodes per task at most."})
+    expert_iteration_epochs: float = field(default=1.0, metadata={
+        "help": "SFT epochs over the kept episodes (batch size sft_batch_size)."})
+    expert_iteration_learning_rate: float = field(default=5e-5, metadata={
+        "help": "SFT learning rate of expert iteration (constant)."})
     ablation_layers: list[str] = field(default_factory=lambda: ["none", "reward", "advantage", "gated"], metadata={
         "help": "Efficiency layers compared by the ablation (notebook 04); 'none' runs once per seed."})
     ablation_seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={

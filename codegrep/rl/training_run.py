@@ -364,7 +364,8 @@ def run_settings(cg: Any, grpo: Any) -> dict[str, Any]:
     both = {**json.loads(json.dumps(asdict(cg) if not isinstance(cg, dict) else cg, default=str)),
             **json.loads(json.dumps(grpo.to_dict() if not isinstance(grpo, dict) else grpo, default=str))}
     return {k: v for k, v in both.items() if k not in MEASUREMENT_ONLY and not k.startswith(("ablation_", "hub_",
-                                                                                               "push_to_hub"))}
+                                                                                               "push_to_hub",
+                                                                                               "expert_iteration"))}
 
 
 def profile_inputs(cfg: dict[str, Any], cg: Any) -> dict[str, Any]:

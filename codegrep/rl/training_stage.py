@@ -24,6 +24,8 @@ from codegrep.quiet import show_bar
 
 POLICIES = ("untrained", "warm start", "GRPO")
 """The trained agent's curve: before SFT, after SFT (warm start), after GRPO."""
+ARMS = ("expert iteration",)
+"""Comparison arms from the same warm start (``train.expert_iteration``, :mod:`codegrep.rl.expert_iteration`)."""
 BASELINES = ("bm25", "grep-heuristic", "oracle")
 """Retrievers shown beside it (the evaluation harness, ``codegrep.retrievers.evaluate``)."""
 REFERENCE = "bm25"
@@ -462,7 +464,8 @@ def conclusion(evaluation: pd.DataFrame, outcomes: pd.DataFrame, ceiling_numbers
             gap = g["p_at_1"] - by.loc[name, "p_at_1"]
             parts.append(f"{'at or above' if gap >= 0 else 'below'} {name} by {abs(gap):.3f} "
                          f"({g['p_at_1']:.3f} vs {by.loc[name, 'p_at_1']:.3f})")
-    stages = ", ".join(f"{p} {by.loc[p, 'p_at_1']:.3f} (n = {int(by.loc[p, 'n'])})" for p in POLICIES if p in by.index)
+    stages = ", ".join(f"{p} {by.loc[p, 'p_at_1']:.3f} (n = {int(by.loc[p, 'n'])})" for p in (*POLICIES, *ARMS)
+                       if p in by.index)
     counts = outcomes["outcome"].value_counts().to_dict() if len(outcomes) else {}
     wl = (f"Against {REFERENCE}, instance by instance: {counts.get('win', 0)} wins, {counts.get('loss', 0)} losses, "
           f"{counts.get('both right', 0)} both right, {counts.get('both wrong', 0)} both wrong.")
@@ -506,13 +509,13 @@ def evaluation_figure(evaluation: pd.DataFrame) -> Any:
     """P@1 with 95% bootstrap intervals and the paired difference to BM25, same held-out instances."""
     from codegrep import plots
 
-    order = [p for p in (*POLICIES, *BASELINES) if p in set(evaluation["policy"])]
+    order = [p for p in (*POLICIES, *ARMS, *BASELINES) if p in set(evaluation["policy"])]
     ev = evaluation.set_index("policy").loc[order]
     n = int(ev["n"].max()) if len(ev) else 0
     fig, (a, b) = plots.subplots(1, 2, width=11)
     x = np.arange(len(order))
     err = np.vstack([ev["p_at_1"] - ev["p_at_1_lo"], ev["p_at_1_hi"] - ev["p_at_1"]]).clip(min=0)
-    agent = np.array([p in POLICIES for p in order])
+    agent = np.array([p in POLICIES or p in ARMS for p in order])
     a.bar(x[agent], ev["p_at_1"][agent], color="C0", label="agent (SmolLM2 policy along training)")
     a.bar(x[~agent], ev["p_at_1"][~agent], color="0.65", label="baseline retriever")
     a.errorbar(x, ev["p_at_1"], yerr=err, fmt="none", ecolor="0.2", capsize=3, label=plots.interval_label("bootstrap"))
@@ -602,6 +605,8 @@ class TrainingStage:
     outcomes: pd.DataFrame
     mixes: pd.DataFrame | None
     verdict: str
+    expert_iteration: dict[str, Any] | None = None
+    """The expert-iteration arm's summary (:func:`expert_iteration_arm`), None when it did not run."""
 
     def conversion_lines(self) -> str:
         c = self.conversion
@@ -621,6 +626,10 @@ class TrainingStage:
         return self.evaluation[["policy", "n", "p_at_1", "p_at_1_lo", "p_at_1_hi", "p_at_1_diff", "p_at_1_diff_lo",
                                 "p_at_1_diff_hi", "precision", "precision_at_agent_size", "recall", "f0.5", "rounds",
                                 "tool_calls", "tokens", "format_valid_rate"]].round(3)
+
+    def expert_iteration_note(self) -> str:
+        """The comparison arm in sentences: what it sampled and kept, and its P@1 against GRPO and the warm start."""
+        return expert_iteration_note(self.expert_iteration, self.results)
 
     def data_ablation_note(self) -> str:
         if self.mixes is None:
@@ -660,6 +669,7 @@ def run(cfg: dict[str, Any], out: Any, eval_limit: int | None = None, data_ablat
     steps = metrics_frame(run_dir)
     out.table(steps, "03_training_steps")
     results = evaluation_rows(cfg, run_dir, out.artifacts, limit=eval_limit)
+    arm = expert_iteration_arm(cfg, run_dir, out.artifacts, results, limit=eval_limit) if cg.expert_iteration else None
     evaluation = split_compare(results)
     out.table(evaluation, "03_before_after")
     outcomes = wins_losses(results)
@@ -668,7 +678,7 @@ def run(cfg: dict[str, Any], out: Any, eval_limit: int | None = None, data_ablat
     if mixes is not None:
         out.table(mixes, "03_data_ablation")
     return TrainingStage(cfg, conversion, fidelity, table, numbers, run_dir, steps, run_summary(run_dir), results,
-                         evaluation, outcomes, mixes, training_verdict(evaluation))
+                         evaluation, outcomes, mixes, training_verdict(evaluation), arm)
 
 
 FIGURES = {
@@ -758,7 +768,8 @@ def headline(result: TrainingStage) -> dict[str, Any]:
     """Notebook 03's headline record (``Outputs.headline`` keywords; ``artifacts/headlines/03_training.json``)."""
     numbers = headline_numbers(result.evaluation, result.steps, result.run_dir, result.verdict)
     numbers.update(heuristic_gap(result.results))
-    numbers.update(ranked_line_numbers(result.results))
+    numbers.update(ranked_line_numbers(result.results, (*TRAINED_POLICIES, *ARMS)))
+    numbers.update(expert_iteration_numbers(result.expert_iteration, result.results))
     numbers.update(result.ceiling_numbers)
     if result.mixes is not None:
         for _, row in result.mixes.iterrows():
@@ -776,3 +787,83 @@ def headline(result: TrainingStage) -> dict[str, Any]:
 
 demonstration_mix_ablation = data_ablation
 """:func:`data_ablation` under a name :func:`run`'s ``data_ablation`` flag does not shadow."""
+
+
+def expert_iteration_arm(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
+                         results: dict[str, list[dict[str, Any]]], limit: int | None = None) -> dict[str, Any]:
+    """Expert iteration beside GRPO (:mod:`codegrep.rl.expert_iteration`): trains (or reuses) the arm's policy,
+    evaluates it on the eval split's instances the GRPO policy ran (rows added to ``results`` under ``expert
+    iteration``) and returns its summary. An arm that kept nothing is the warm start: its rows are the warm start's."""
+    from codegrep.data.tasks import profile_tasks
+    from codegrep.rl.expert_iteration import ARM, expert_iteration
+
+    model, summary = expert_iteration(cfg, run_dir, artifacts)
+    if str(model) == str(json.loads((Path(run_dir) / "config.json").read_text())["initial_policy"]):
+        results[ARM] = list(results.get("warm start") or [])
+        return summary
+    tasks, resolver = profile_tasks(cfg, split="eval", limit=limit)
+    out = evaluation_dir(cfg, run_dir, artifacts) / f"expert_iteration-{Path(model).parent.name}.jsonl"
+    results[ARM] = agent_rows(cfg, model, tasks, resolver, out)
+    return summary
+
+
+def _paired(results: dict[str, list[dict[str, Any]]], arm: str, reference: str) -> tuple[float, float, float] | None:
+    """``arm`` minus ``reference`` on P@1 over the instances both ran, with the paired 95% bootstrap interval."""
+    if not results.get(arm) or not results.get(reference):
+        return None
+    row = compare({k: results[k] for k in (reference, arm)}, reference=reference, agent=arm).set_index("policy").loc[arm]
+    return float(row["p_at_1_diff"]), float(row["p_at_1_diff_lo"]), float(row["p_at_1_diff_hi"])
+
+
+EI_REFERENCES = (("GRPO", "grpo"), ("warm start", "warm_start"))
+"""What the expert-iteration arm is paired with: the GRPO policy (same start, same rollout budget) and its start."""
+
+
+def expert_iteration_numbers(summary: dict[str, Any] | None,
+                             results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Headline keys of the expert-iteration arm (none when it did not run): its P@1 and n, what it sampled and
+    kept, and its paired difference to the GRPO policy and to the warm start (``p_at_1_diff_ei_<ref>[_lo|_hi]``).
+
+    >>> rows = lambda files: [{"instance_id": i, "ranked": f, "files": f, "gold": ["a.py"], "f0.5": 0.0,
+    ...                        "rounds": 1, "tool_calls": 2, "tokens": 3, "extra": {}} for i, f in zip("xy", files)]
+    >>> res = {"GRPO": rows([["b.py"], ["a.py"]]), "warm start": rows([["b.py"], ["b.py"]]),
+    ...        "expert iteration": rows([["a.py"], ["a.py"]])}
+    >>> n = expert_iteration_numbers({"episodes": 4, "successes": 2, "kept": 2}, res)
+    >>> n["p_at_1_expert_iteration"], n["n_eval_expert_iteration"], n["p_at_1_diff_ei_grpo"], n["p_at_1_diff_ei_warm_start"]
+    (1.0, 2, 0.5, 1.0)
+    >>> expert_iteration_numbers(None, res)
+    {}
+    """
+    from codegrep.rl.expert_iteration import ARM
+
+    if summary is None or not results.get(ARM):
+        return {}
+    rows = results[ARM]
+    hits = [float(bool(r.get("ranked") or r.get("files")) and (r.get("ranked") or r.get("files"))[0]
+                  in set(r.get("gold") or [])) for r in rows]
+    out: dict[str, Any] = {"p_at_1_expert_iteration": float(np.mean(hits)), "n_eval_expert_iteration": len(rows),
+                           **{f"expert_iteration_{k}": int(summary[k]) for k in ("episodes", "successes", "kept")
+                              if k in summary}}
+    for ref, key in EI_REFERENCES:
+        paired = _paired(results, ARM, ref)
+        if paired:
+            out.update({f"p_at_1_diff_ei_{key}{s}": v for s, v in zip(("", "_lo", "_hi"), paired)})
+    return out
+
+
+def expert_iteration_note(summary: dict[str, Any] | None, results: dict[str, list[dict[str, Any]]]) -> str:
+    """One paragraph on the expert-iteration arm, computed from its numbers (or why it is absent)."""
+    if summary is None:
+        return "expert iteration skipped (train.expert_iteration = false)"
+    n = expert_iteration_numbers(summary, results)
+    text = (f"expert iteration: {summary['episodes']} episodes sampled from the warm start on {summary['tasks']} "
+            f"TRAIN tasks at temperature {summary['temperature']}, {summary['successes']} with a gold file first, "
+            f"{summary['kept']} kept; the policy is {summary['policy']}.")
+    if "p_at_1_expert_iteration" in n:
+        text += f" P@1 {n['p_at_1_expert_iteration']:.3f} on {n['n_eval_expert_iteration']} eval instances"
+        for ref, key in EI_REFERENCES:
+            if f"p_at_1_diff_ei_{key}" in n:
+                text += (f"; minus {ref} {n[f'p_at_1_diff_ei_{key}']:+.3f} [paired 95% "
+                         f"{n[f'p_at_1_diff_ei_{key}_lo']:+.3f}, {n[f'p_at_1_diff_ei_{key}_hi']:+.3f}]")
+        text += "."
+    return text
