@@ -226,8 +226,8 @@ def check_headline(name: str, record: dict) -> list[str]:
         if key in numbers and recorded != kind:
             problems.append(f"{name}: {key} must be labelled {kind!r}, recorded as {recorded!r}")
     for keys in EQUAL.get(name, []):
-        values = [numbers.get(k) for k in keys]
-        if all(v is not None for v in values) and len(set(values)) > 1:
+        values = [numbers.get(k) for k in keys]  # a missing key is REQUIRED's to report; the present ones must agree
+        if len({v for v in values if v is not None}) > 1:
             problems.append(f"{name}: {', '.join(keys)} differ: {values}")
     for v, lo, hi in INTERVALS.get(name, []):
         triple = [numbers.get(k) for k in (v, lo, hi)]

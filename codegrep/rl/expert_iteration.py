@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 ARM = "expert iteration"
 """The label the arm's policy carries in notebook 03's evaluation."""
@@ -89,9 +89,12 @@ def prompt_pool(cfg: dict[str, Any], run_dir: str | Path) -> tuple[list[Any], An
 
 
 def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
-                     progress: bool = True) -> tuple[Path, dict[str, Any]]:
-    """Run the arm (module docstring) for the main run in ``run_dir``: (policy directory, summary). Every part is
-    cached under ``artifacts/train/expert_iteration/<key>``: sample passes by rows, the SFT by its directory."""
+                     play: Callable[..., list[dict[str, Any]]]) -> tuple[Path, dict[str, Any]]:
+    """Run the arm (module docstring) for the main run in ``run_dir``: (policy directory, summary). ``play`` runs a
+    policy on tasks and returns harness rows, ``play(cfg, model, tasks, resolver, out_path)`` (notebook 03 passes
+    :func:`codegrep.rl.training_stage.agent_rows`, the evaluation's own loop). Every part is
+    cached under ``artifacts/train/expert_iteration/<key>``: sample passes by rows, the SFT by its directory; the
+    summary is also written there (``summary.json``, with the kept episodes' instance ids)."""
     import copy
     import time
 
@@ -100,9 +103,9 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
     from codegrep.agent.loop import load_episode
     from codegrep.agent.protocol import AgentConfig, visible_issue
     from codegrep.data.tasks import seeded_sample
+    from codegrep.files import write_atomic
     from codegrep.rl import sft
     from codegrep.rl.training_run import cpu_precision_of, train_arguments
-    from codegrep.rl.training_stage import agent_rows
 
     cg, grpo = train_arguments(cfg)
     run_dir = Path(run_dir)
@@ -123,7 +126,7 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
     episodes = []
     for j in range(int(cg.expert_iteration_samples)):
         torch.manual_seed(int(grpo.seed) * 1000 + j)  # one seeded pass per sample
-        rows = agent_rows(sample_cfg, warm, tasks, resolver, root / f"sample-{j}.jsonl", progress=progress)
+        rows = play(sample_cfg, warm, tasks, resolver, root / f"sample-{j}.jsonl")
         episodes += [load_episode(r["extra"]["episode_path"]) for r in rows]
     sample_s = time.perf_counter() - started
     agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
@@ -135,11 +138,13 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
                "successes": sum(bool(e.get("files")) and e["files"][0] in gold[e["instance_id"]] for e in episodes),
                "kept": len(kept), "outcomes": counts, "temperature": temperature, "sample_s": round(sample_s, 1)}
     if not kept:
-        return warm, {**summary, "policy": "the warm start (no episode kept, nothing to fine-tune on)"}
-    started = time.perf_counter()
-    model = fine_tune(warm, kept, root / "model", cg, grpo)
-    summary["sft_s"] = round(time.perf_counter() - started, 1)
-    summary["policy"] = "the warm start fine-tuned on its kept episodes"
+        model, summary["policy"] = warm, "the warm start (no episode kept, nothing to fine-tune on)"
+    else:
+        started = time.perf_counter()
+        model = fine_tune(warm, kept, root / "model", cg, grpo)
+        summary["sft_s"] = round(time.perf_counter() - started, 1)
+        summary["policy"] = "the warm start fine-tuned on its kept episodes"
+    write_atomic(root / "summary.json", json.dumps({**summary, "kept_ids": [e["instance_id"] for e in kept]}, indent=1))
     return model, summary
 
 

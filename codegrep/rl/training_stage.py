@@ -797,7 +797,7 @@ def expert_iteration_arm(cfg: dict[str, Any], run_dir: str | Path, artifacts: st
     from codegrep.data.tasks import profile_tasks
     from codegrep.rl.expert_iteration import ARM, expert_iteration
 
-    model, summary = expert_iteration(cfg, run_dir, artifacts)
+    model, summary = expert_iteration(cfg, run_dir, artifacts, play=agent_rows)
     if str(model) == str(json.loads((Path(run_dir) / "config.json").read_text())["initial_policy"]):
         results[ARM] = list(results.get("warm start") or [])
         return summary
