@@ -318,9 +318,9 @@ def test_expert_iteration_samples_the_grpo_prompt_pool_beside_grpo(ci_run):
     assert [p.name for p in passes] == ["sample-0.jsonl", "sample-1.jsonl"]  # ci: expert_iteration_samples 2
     ids = [json.loads(line)["instance_id"] for p in passes for line in p.read_text().splitlines()]
     assert len(ids) == 4 and set(ids) <= prompts
-    evaluated = {json.loads(line)["instance_id"] for line in (out / "artifacts" / "eval" / "bm25.jsonl")
-                 .read_text().splitlines()} if (out / "artifacts" / "eval" / "bm25.jsonl").is_file() else set()
-    assert not set(ids) & evaluated
+    grpo_rows = out / "artifacts" / "train" / "eval" / run.name / "GRPO.jsonl"
+    evaluated = {json.loads(line)["instance_id"] for line in grpo_rows.read_text().splitlines()}
+    assert evaluated and not set(ids) & evaluated
     numbers = headline(out, "03_training")
     assert numbers["expert_iteration_episodes"] == 4
     assert numbers["n_eval_expert_iteration"] == numbers["n_eval_grpo"]
@@ -346,7 +346,9 @@ def test_expert_iteration_fine_tunes_the_warm_start_on_kept_episodes(ci_run, tmp
                  "files": parse_tool_calls(d["messages"][-1]["content"]).submit} for d in demos
                 if d["source"] == "synthetic"]
     assert episodes
-    tasks, _ = profile_tasks(cfg, split="train", limit=None)
+    whole = {**cfg, "tasks": {**cfg["tasks"], "splits": {**cfg["tasks"]["splits"],
+                                                         "train": {**cfg["tasks"]["splits"]["train"], "limit": None}}}}
+    tasks, _ = profile_tasks(whole, split="train", limit=None)  # demonstrations come from the whole train split
     agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
     gold = {t.instance_id: list(t.gold_files) for t in tasks}
     visible = {t.instance_id: visible_issue(t.problem_statement, agent) for t in tasks}
