@@ -18,13 +18,14 @@ import numpy as np
 import pandas as pd
 
 from codegrep.artifacts import runs_dir
+from codegrep.rl.expert_iteration import ARM
 from codegrep.rl.training_run import finished_with, train, train_arguments
 from codegrep.rl.trainer import read_metrics
 from codegrep.quiet import show_bar
 
 POLICIES = ("untrained", "warm start", "GRPO")
 """The trained agent's curve: before SFT, after SFT (warm start), after GRPO."""
-ARMS = ("expert iteration",)
+ARMS = (ARM,)
 """Comparison arms from the same warm start (``train.expert_iteration``, :mod:`codegrep.rl.expert_iteration`)."""
 BASELINES = ("bm25", "grep-heuristic", "oracle")
 """Retrievers shown beside it (the evaluation harness, ``codegrep.retrievers.evaluate``)."""
@@ -419,7 +420,8 @@ def headline_numbers(evaluation: pd.DataFrame, steps: pd.DataFrame, run_dir: str
            "p_at_1_diff": float(g["p_at_1_diff"]), "p_at_1_diff_lo": float(g["p_at_1_diff_lo"]),
            "p_at_1_diff_hi": float(g["p_at_1_diff_hi"]),
            "goal_met": bool(g["p_at_1_diff"] >= 0), "verdict": verdict}
-    for p, key in (("untrained", "untrained"), ("warm start", "warm_start"), ("GRPO", "grpo")):
+    for p, key in (("untrained", "untrained"), ("warm start", "warm_start"), ("GRPO", "grpo"),
+                   (ARM, "expert_iteration")):
         if p in by.index:
             out[f"p_at_1_{key}"] = float(by.loc[p, "p_at_1"])
             out[f"heldout_f_{key}"] = float(by.loc[p, "f0.5"])
@@ -629,7 +631,7 @@ class TrainingStage:
 
     def expert_iteration_note(self) -> str:
         """The comparison arm in sentences: what it sampled and kept, and its P@1 against GRPO and the warm start."""
-        return expert_iteration_note(self.expert_iteration, self.results)
+        return expert_iteration_note(self.expert_iteration, self.results, self.evaluation)
 
     def data_ablation_note(self) -> str:
         if self.mixes is None:
@@ -795,7 +797,7 @@ def expert_iteration_arm(cfg: dict[str, Any], run_dir: str | Path, artifacts: st
     evaluates it on the eval split's instances the GRPO policy ran (rows added to ``results`` under ``expert
     iteration``) and returns its summary. An arm that kept nothing is the warm start: its rows are the warm start's."""
     from codegrep.data.tasks import profile_tasks
-    from codegrep.rl.expert_iteration import ARM, expert_iteration
+    from codegrep.rl.expert_iteration import expert_iteration
 
     model, summary = expert_iteration(cfg, run_dir, artifacts, play=agent_rows)
     if str(model) == str(json.loads((Path(run_dir) / "config.json").read_text())["initial_policy"]):
@@ -821,29 +823,24 @@ EI_REFERENCES = (("GRPO", "grpo"), ("warm start", "warm_start"))
 
 def expert_iteration_numbers(summary: dict[str, Any] | None,
                              results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Headline keys of the expert-iteration arm (none when it did not run): its P@1 and n, what it sampled and
-    kept, and its paired difference to the GRPO policy and to the warm start (``p_at_1_diff_ei_<ref>[_lo|_hi]``).
+    """Headline keys of the expert-iteration arm besides its row's (``p_at_1_expert_iteration``, ``n_eval_...``:
+    :func:`headline_numbers`); none when it did not run: what it sampled and kept, and its paired difference to the
+    GRPO policy and to the warm start (``p_at_1_diff_ei_<ref>[_lo|_hi]``).
 
     >>> rows = lambda files: [{"instance_id": i, "ranked": f, "files": f, "gold": ["a.py"], "f0.5": 0.0,
     ...                        "rounds": 1, "tool_calls": 2, "tokens": 3, "extra": {}} for i, f in zip("xy", files)]
     >>> res = {"GRPO": rows([["b.py"], ["a.py"]]), "warm start": rows([["b.py"], ["b.py"]]),
     ...        "expert iteration": rows([["a.py"], ["a.py"]])}
     >>> n = expert_iteration_numbers({"episodes": 4, "successes": 2, "kept": 2}, res)
-    >>> n["p_at_1_expert_iteration"], n["n_eval_expert_iteration"], n["p_at_1_diff_ei_grpo"], n["p_at_1_diff_ei_warm_start"]
-    (1.0, 2, 0.5, 1.0)
+    >>> n["expert_iteration_kept"], n["p_at_1_diff_ei_grpo"], n["p_at_1_diff_ei_warm_start"]
+    (2, 0.5, 1.0)
     >>> expert_iteration_numbers(None, res)
     {}
     """
-    from codegrep.rl.expert_iteration import ARM
-
     if summary is None or not results.get(ARM):
         return {}
-    rows = results[ARM]
-    hits = [float(bool(r.get("ranked") or r.get("files")) and (r.get("ranked") or r.get("files"))[0]
-                  in set(r.get("gold") or [])) for r in rows]
-    out: dict[str, Any] = {"p_at_1_expert_iteration": float(np.mean(hits)), "n_eval_expert_iteration": len(rows),
-                           **{f"expert_iteration_{k}": int(summary[k]) for k in ("episodes", "successes", "kept")
-                              if k in summary}}
+    out: dict[str, Any] = {f"expert_iteration_{k}": int(summary[k]) for k in ("episodes", "successes", "kept")
+                           if k in summary}
     for ref, key in EI_REFERENCES:
         paired = _paired(results, ARM, ref)
         if paired:
@@ -851,16 +848,19 @@ def expert_iteration_numbers(summary: dict[str, Any] | None,
     return out
 
 
-def expert_iteration_note(summary: dict[str, Any] | None, results: dict[str, list[dict[str, Any]]]) -> str:
-    """One paragraph on the expert-iteration arm, computed from its numbers (or why it is absent)."""
+def expert_iteration_note(summary: dict[str, Any] | None, results: dict[str, list[dict[str, Any]]],
+                          evaluation: pd.DataFrame | None = None) -> str:
+    """One paragraph on the expert-iteration arm, computed from its numbers and its ``evaluation`` row (or why it
+    is absent)."""
     if summary is None:
         return "expert iteration skipped (train.expert_iteration = false)"
     n = expert_iteration_numbers(summary, results)
     text = (f"expert iteration: {summary['episodes']} episodes sampled from the warm start on {summary['tasks']} "
             f"TRAIN tasks at temperature {summary['temperature']}, {summary['successes']} with a gold file first, "
             f"{summary['kept']} kept; the policy is {summary['policy']}.")
-    if "p_at_1_expert_iteration" in n:
-        text += f" P@1 {n['p_at_1_expert_iteration']:.3f} on {n['n_eval_expert_iteration']} eval instances"
+    if evaluation is not None and ARM in set(evaluation["policy"]):
+        row = evaluation.set_index("policy").loc[ARM]
+        text += f" P@1 {row['p_at_1']:.3f} on {int(row['n'])} eval instances"
         for ref, key in EI_REFERENCES:
             if f"p_at_1_diff_ei_{key}" in n:
                 text += (f"; minus {ref} {n[f'p_at_1_diff_ei_{key}']:+.3f} [paired 95% "
