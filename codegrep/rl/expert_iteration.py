@@ -96,7 +96,6 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
     cached under ``artifacts/train/expert_iteration/<key>``: sample passes by rows, the SFT by its directory; the
     summary is also written there (``summary.json``, with the kept episodes' instance ids)."""
     import copy
-    import time
 
     import torch
 
@@ -116,19 +115,18 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
     temperature = float(cg.expert_iteration_temperature)
     bf16 = cpu_precision_of(cg, grpo) == "bf16"
     settings = {"warm_start": warm.name, "tasks": [t.instance_id for t in tasks], "agent": cfg.get("agent"),
+                "env": cfg.get("env"),
                 "samples": cg.expert_iteration_samples, "temperature": temperature, "seed": grpo.seed,
                 "per_task": cg.expert_iteration_per_task, "epochs": cg.expert_iteration_epochs,
                 "lr": cg.expert_iteration_learning_rate, "bs": cg.sft_batch_size, "bf16": bf16, "sft": sft.SFT_RECIPE}
     root = Path(artifacts) / "train" / "expert_iteration" / sft.demos_key([], settings)
     sample_cfg = copy.deepcopy(cfg)
     sample_cfg.setdefault("agent", {}).update(temperature=temperature, top_p=1.0)
-    started = time.perf_counter()
     episodes = []
     for j in range(int(cg.expert_iteration_samples)):
         torch.manual_seed(int(grpo.seed) * 1000 + j)  # one seeded pass per sample
         rows = play(sample_cfg, warm, tasks, resolver, root / f"sample-{j}.jsonl")
         episodes += [load_episode(r["extra"]["episode_path"]) for r in rows]
-    sample_s = time.perf_counter() - started
     agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
     gold = {t.instance_id: list(t.gold_files) for t in tasks}
     kept, counts = kept_episodes(episodes, gold,
@@ -136,14 +134,12 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
                                  int(cg.expert_iteration_per_task))
     summary = {"tasks": len(tasks), "samples_per_task": int(cg.expert_iteration_samples), "episodes": len(episodes),
                "successes": sum(bool(e.get("files")) and e["files"][0] in gold[e["instance_id"]] for e in episodes),
-               "kept": len(kept), "outcomes": counts, "temperature": temperature, "sample_s": round(sample_s, 1)}
+               "kept": len(kept), "outcomes": counts, "temperature": temperature}
     if not kept:
         model, summary["policy"] = warm, "the warm start (no episode kept, nothing to fine-tune on)"
     else:
-        started = time.perf_counter()
-        model = fine_tune(warm, kept, root / "model", cg, grpo)
-        summary["sft_s"] = round(time.perf_counter() - started, 1)
-        summary["policy"] = "the warm start fine-tuned on its kept episodes"
+        model, summary["policy"] = fine_tune(warm, kept, root / "model", cg, grpo), \
+            "the warm start fine-tuned on its kept episodes"
     write_atomic(root / "summary.json", json.dumps({**summary, "kept_ids": [e["instance_id"] for e in kept]}, indent=1))
     return model, summary
 

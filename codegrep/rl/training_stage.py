@@ -703,6 +703,14 @@ def figures(result: TrainingStage, out: Any, *names: str) -> dict[str, Any]:
     return draw(FIGURES, result, out, names, absent=["data_ablation"] if result.mixes is None else [])
 
 
+def _paired(results: dict[str, list[dict[str, Any]]], arm: str, reference: str) -> tuple[float, float, float] | None:
+    """``arm`` minus ``reference`` on P@1 over the instances both ran, with the paired 95% bootstrap interval."""
+    if not results.get(arm) or not results.get(reference):
+        return None
+    row = compare({k: results[k] for k in (reference, arm)}, reference=reference, agent=arm).set_index("policy").loc[arm]
+    return float(row["p_at_1_diff"]), float(row["p_at_1_diff_lo"]), float(row["p_at_1_diff_hi"])
+
+
 def heuristic_gap(results: dict[str, list[dict[str, Any]]], policy: str = "GRPO") -> dict[str, float]:
     """Issue 27's goal as numbers: the trained agent's P@1 minus the grep heuristic's on the instances both ran,
     with a paired 95% bootstrap interval (``p_at_1_diff_heuristic[_lo|_hi]``); empty when either is missing.
@@ -712,12 +720,9 @@ def heuristic_gap(results: dict[str, list[dict[str, Any]]], policy: str = "GRPO"
     >>> heuristic_gap({"grep-heuristic": rows([["a.py"], ["a.py"]]), "GRPO": rows([["b.py"], ["a.py"]])})
     {'p_at_1_diff_heuristic': -0.5, 'p_at_1_diff_heuristic_lo': -1.0, 'p_at_1_diff_heuristic_hi': 0.0}
     """
-    if "grep-heuristic" not in results or policy not in results:
-        return {}
-    table = compare({k: results[k] for k in ("grep-heuristic", policy)}, reference="grep-heuristic",
-                    agent=policy).set_index("policy")
-    row = table.loc[policy]
-    return {f"p_at_1_diff_heuristic{s}": float(row[f"p_at_1_diff{s}"]) for s in ("", "_lo", "_hi")}
+    paired = _paired(results, policy, "grep-heuristic")
+    return {} if paired is None else dict(zip(("p_at_1_diff_heuristic", "p_at_1_diff_heuristic_lo",
+                                                "p_at_1_diff_heuristic_hi"), paired))
 
 
 def ranked_line_use(messages: Sequence[dict[str, str]], gold: Sequence[str], submitted: Sequence[str]) -> dict[str, bool]:
@@ -800,21 +805,13 @@ def expert_iteration_arm(cfg: dict[str, Any], run_dir: str | Path, artifacts: st
     from codegrep.rl.expert_iteration import expert_iteration
 
     model, summary = expert_iteration(cfg, run_dir, artifacts, play=agent_rows)
-    if str(model) == str(json.loads((Path(run_dir) / "config.json").read_text())["initial_policy"]):
+    if not summary["kept"]:
         results[ARM] = list(results.get("warm start") or [])
         return summary
     tasks, resolver = profile_tasks(cfg, split="eval", limit=limit)
     out = evaluation_dir(cfg, run_dir, artifacts) / f"expert_iteration-{Path(model).parent.name}.jsonl"
     results[ARM] = agent_rows(cfg, model, tasks, resolver, out)
     return summary
-
-
-def _paired(results: dict[str, list[dict[str, Any]]], arm: str, reference: str) -> tuple[float, float, float] | None:
-    """``arm`` minus ``reference`` on P@1 over the instances both ran, with the paired 95% bootstrap interval."""
-    if not results.get(arm) or not results.get(reference):
-        return None
-    row = compare({k: results[k] for k in (reference, arm)}, reference=reference, agent=arm).set_index("policy").loc[arm]
-    return float(row["p_at_1_diff"]), float(row["p_at_1_diff_lo"]), float(row["p_at_1_diff_hi"])
 
 
 EI_REFERENCES = (("GRPO", "grpo"), ("warm start", "warm_start"))
