@@ -71,16 +71,17 @@ def test_rows_leave_the_batch_and_the_text_matches_generate(policy):
                       stop_after_calls=0, leave_batch=False)  # bench decode's baseline: generate on the cached path
     assert before.generate(histories) == plain.generate(histories)
 
-    class StopRow1:  # ends row 1 after its 5th new token
-        def __init__(self, width: int) -> None:
-            self.width = width
+    class StopRow1:  # ends row 1 (known by its prompt) after its 5th new token
+        def __init__(self, width: int, prompt) -> None:
+            self.width, self.prompt = width, prompt
 
         def __call__(self, input_ids, scores, **kw):
             import torch
 
             done = torch.zeros(input_ids.shape[0], dtype=torch.bool)
-            if input_ids.shape[0] == 3 and input_ids.shape[1] - self.width >= 5:
-                done[1] = True
+            for r in range(input_ids.shape[0]):
+                mine = torch.equal(input_ids[r, self.width - len(self.prompt):self.width], self.prompt)
+                done[r] = mine and input_ids.shape[1] - self.width >= 5
             return done
 
     from codegrep.agent.prefix_cache import PrefixCache, generate_with_prefix_cache
@@ -93,7 +94,7 @@ def test_rows_leave_the_batch_and_the_text_matches_generate(policy):
     width = max(map(len, rows))
     ours, w = generate_with_prefix_cache(policy.model, rows, PrefixCache(1 << 30), policy.pad_id, max_new_tokens=12,
                                          do_sample=False, pad_token_id=policy.pad_id,
-                                         stopping_criteria=StoppingCriteriaList([StopRow1(width)]))
+                                         stopping_criteria=StoppingCriteriaList([StopRow1(width, rows[1])]))
     assert w == width
     new = ours[:, width:]
     assert (new[1, 5:] == policy.pad_id).all() and (new[1, :5] != policy.pad_id).all()
@@ -308,3 +309,81 @@ def test_copy_greps_keeps_globs_to_the_issues_file_names_and_submits_to_listed_f
     assert second[tok.convert_tokens_to_ids("mat")] == 0
     none_listed, _ = _copy_setup(policy, issue)
     assert not torch.isinf(none_listed(submit + "sympy/")).any()
+
+
+def _tiny_lm():
+    """A randomly initialised float64 Llama with grouped-query attention (4 query heads over 2 key/value heads) and a
+    24-token vocabulary: float64 keeps a several-token step's logits equal to one-token steps' (no argmax flips)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=2, eos_token_id=1, pad_token_id=0)
+    model = LlamaForCausalLM(config).double().eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(4.0)  # peaked next-token distributions: repeats, so drafts get kept
+    return model
+
+
+def _tiny_rows():
+    import torch
+
+    return [torch.tensor(r) for r in ([5, 6, 7, 8, 5, 6, 7, 8, 5, 6], [9, 3, 4, 9, 3, 4, 9, 3, 4, 9, 3, 4, 9, 3],
+                                      [10, 11], [4, 12, 13, 4, 12])]
+
+
+def test_drafted_steps_write_the_greedy_tokens_and_store_exact_states():
+    """Speculative decoding (prompt-lookup drafts, several tokens a step, rows at their own pace, rejected drafts left
+    as masked holes) writes exactly the tokens one-token greedy steps write, keeps more than one token per row-step,
+    and the states it stores for the next turn equal a fresh forward over the stored tokens."""
+    import torch
+
+    from codegrep.agent.prefix_cache import PrefixCache, generate_with_prefix_cache
+
+    model, rows = _tiny_lm(), _tiny_rows()
+    kw = dict(max_new_tokens=40, do_sample=False, pad_token_id=0)
+    plain_store, draft_store = PrefixCache(1 << 30), PrefixCache(1 << 30)
+    plain, width = generate_with_prefix_cache(model, rows, plain_store, 0, draft_tokens=0, **kw)
+    drafted, _ = generate_with_prefix_cache(model, rows, draft_store, 0, draft_tokens=3, **kw)
+    assert torch.equal(plain, drafted)
+    assert plain_store.stats["written_tokens"] == plain_store.stats["row_steps"]  # one token per row-step
+    assert draft_store.stats["written_tokens"] == plain_store.stats["written_tokens"]
+    assert draft_store.stats["written_tokens"] > 1.5 * draft_store.stats["row_steps"]  # drafts were kept
+    assert len(draft_store.entries) == len(rows)
+    for entry in draft_store.entries:
+        with torch.inference_mode():
+            fresh = model(input_ids=entry.ids[None], use_cache=True).past_key_values
+        for (k, v), layer in zip(entry.kv, fresh.layers):
+            assert k.shape == layer.keys.shape and torch.allclose(k, layer.keys, atol=1e-9)
+            assert torch.allclose(v, layer.values, atol=1e-9)
+
+
+def test_drafted_sampling_keeps_the_models_distribution():
+    """Speculative sampling: the first two tokens' marginals over 2,000 seeded samples match the model's exact
+    distributions (total variation below 0.08; a sampler that kept every draft would put all mass on it), and a
+    top-k 1 sample with drafts is the greedy text."""
+    import torch
+
+    from codegrep.agent.prefix_cache import PrefixCache, generate_with_prefix_cache
+
+    model = _tiny_lm()
+    prompt = torch.tensor([5, 6, 7, 8, 5, 6, 7, 8, 5, 6])
+    with torch.inference_mode():
+        p1 = torch.softmax(model(input_ids=prompt[None]).logits[0, -1], -1)
+        nxt = torch.cat([prompt.repeat(24, 1), torch.arange(24)[:, None]], 1)
+        p2 = (p1[:, None] * torch.softmax(model(input_ids=nxt).logits[:, -1], -1)).sum(0)
+    torch.manual_seed(0)
+    got = torch.cat([generate_with_prefix_cache(model, [prompt] * 250, PrefixCache(1 << 30), 0, draft_tokens=3,
+                                                max_new_tokens=2, do_sample=True, temperature=1.0, top_k=0,
+                                                pad_token_id=0, eos_token_id=[])[0][:, -2:] for _ in range(8)])
+    for column, exact in ((0, p1), (1, p2)):
+        seen = torch.bincount(got[:, column], minlength=24).double() / len(got)
+        assert 0.5 * float((seen - exact).abs().sum()) < 0.08, column
+    assert float(p1[7]) < 0.9  # the draft (7, what followed "6" before) is not a sure thing
+    greedy, _ = generate_with_prefix_cache(model, _tiny_rows(), PrefixCache(1 << 30), 0, draft_tokens=3,
+                                           max_new_tokens=20, do_sample=False, pad_token_id=0)
+    top1, _ = generate_with_prefix_cache(model, _tiny_rows(), PrefixCache(1 << 30), 0, draft_tokens=3,
+                                         max_new_tokens=20, do_sample=True, top_k=1, pad_token_id=0)
+    assert torch.equal(greedy, top1)

@@ -5,13 +5,16 @@ turn function, greedy, ``agent.batch_size`` episodes per batch, one after the ot
 
 * ``baseline``: tasks in their seeded order, rows decoded by ``model.generate`` with transformers' cache layers (a
   finished row stays in its batch until the last one ends; the cache is concatenated every step), no early stop;
-* ``fast``: the profile's path: batches of similar issue length, rows leave the batch when they end
-  (``prefix_cache.decode_rows``, a growing cache buffer), a row stops at its submit or its call cap (``stop_early``).
+* ``rows_leave``: batches of similar issue length, rows leave the batch when they end (``prefix_cache.decode_rows``,
+  a growing cache buffer), a row stops at its submit or its call cap (``stop_early``), no drafts;
+* ``fast``: the profile's path: ``rows_leave`` plus the profile's ``agent.draft_tokens`` prompt-lookup drafts per
+  step (speculative decoding; the arm is left out when the profile drafts nothing).
 
 Both use the prefix cache and the profile's prefill precision. Printed: seconds per arm and per instance, the
-speedup, generated tokens, P@1 of each arm (a check that speed did not change what the agent does: the stop drops
-only text the turn function never reads; a smaller batch can round floats differently) and the share of episodes
-whose turns are identical.
+speedups (``speedup`` fast against baseline, ``draft_speedup`` fast against rows_leave), generated tokens, tokens
+written per row-step, P@1 of each arm (a check that speed did not change what the agent does: the stop drops only
+text the turn function never reads; a smaller batch or a several-token step can round floats differently) and the
+share of episodes whose turns are identical.
 """
 from __future__ import annotations
 
@@ -44,8 +47,15 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
     base = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
                     batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
                     prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0)  # its own cache
-    arms = {"baseline": (base, tasks),
-            "fast": (fast, sorted(tasks, key=lambda t: len(visible_issue(t.problem_statement, config))))}
+    by_length = sorted(tasks, key=lambda t: len(visible_issue(t.problem_statement, config)))
+    plain = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
+                     batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=fast.controls.stop_after_calls,
+                     distinct_greps=fast.controls.distinct_greps, copy_greps=fast.controls.copy_greps,
+                     min_greps=fast.controls.min_greps, draft_tokens=0,
+                     prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0)
+    arms = {"baseline": (base, tasks), "rows_leave": (plain, by_length), "fast": (fast, by_length)}
+    if not fast.draft_tokens:
+        arms.pop("rows_leave")
     out: dict[str, Any] = {"bench": "decode", "model": str(model), "n_tasks": len(tasks), "batch_size": size,
                            "tasks": "seeded real TRAIN tasks (never an evaluation instance)", "arms": {}}
     turns: dict[str, dict[str, list[str]]] = {}
@@ -64,11 +74,21 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
         turns[name] = {ep.instance_id: [t.output for t in ep.turns] for ep in episodes}
         out["arms"][name] = {"seconds": round(seconds, 1), "s_per_instance": round(seconds / len(order), 2),
                              "generated_tokens": sum(t.completion_tokens for ep in episodes for t in ep.turns),
-                             "p_at_1": round(sum(hits) / len(hits), 3)}
+                             "p_at_1": round(sum(hits) / len(hits), 3), "draft_tokens": policy.draft_tokens}
+        stats = policy.prefix_cache.stats if policy.prefix_cache else {}
+        if stats.get("row_steps"):
+            out["arms"][name]["tokens_per_row_step"] = round(stats["written_tokens"] / stats["row_steps"], 2)
     a, b = out["arms"]["baseline"], out["arms"]["fast"]
     out["speedup"] = round(a["seconds"] / max(b["seconds"], 1e-9), 2)
-    same = [turns["baseline"][i] == turns["fast"][i] for i in turns["baseline"]]
-    out["identical_episodes_share"] = round(sum(same) / len(same), 3)
+
+    def share(x: str, y: str) -> float:
+        same = [turns[x][i] == turns[y][i] for i in turns[x]]
+        return round(sum(same) / len(same), 3)
+
+    out["identical_episodes_share"] = share("baseline", "fast")
+    if "rows_leave" in arms:
+        out["draft_speedup"] = round(out["arms"]["rows_leave"]["seconds"] / max(b["seconds"], 1e-9), 2)
+        out["identical_episodes_share_drafts"] = share("rows_leave", "fast")
     from codegrep.report import provenance
 
     out["cpu"] = cpu_features()

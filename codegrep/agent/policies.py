@@ -40,7 +40,7 @@ class HFPolicy:
                  stop_strings: Sequence[str] = (), cpu_threads: int | None = None,
                  prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0,
                  leave_batch: bool = True, distinct_greps: bool = False,
-                 copy_greps: bool = False, min_greps: int = 0) -> None:
+                 copy_greps: bool = False, min_greps: int = 0, draft_tokens: int = 0) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -67,6 +67,8 @@ class HFPolicy:
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.batch_size, self.stop_strings = max(1, batch_size), list(stop_strings)
         self.leave_batch = leave_batch
+        self.draft_tokens = max(0, int(draft_tokens))
+        """Prompt-lookup drafts verified per decoding step (``agent.draft_tokens``; ``prefix_cache.decode_rows``)."""
         self.controls = TurnControls(stop_after_calls, distinct_greps, copy_greps, min_greps)
         """Where rows stop and which tokens they may write (``codegrep.agent.turn_controls``, each field documented
         there; GRPO's rollouts get the same from the profile's agent section)."""
@@ -88,6 +90,7 @@ class HFPolicy:
                 "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads(),
                 "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
                 "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32",
+                "draft_tokens": self.draft_tokens if self.prefix_cache and self.leave_batch else 0,
                 **dataclasses.asdict(self.controls)}
 
     def generate(self, batch: Sequence[Messages]) -> list[str]:
@@ -113,7 +116,8 @@ class HFPolicy:
             kwargs.update(self.controls.generate_kwargs(self.tokenizer, width))
             ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
                                                     prefill_precision=self.cpu_precision,
-                                                    leave_batch=self.leave_batch, **kwargs)
+                                                    leave_batch=self.leave_batch, draft_tokens=self.draft_tokens,
+                                                    **kwargs)
             lengths = [len(r) for r in rows]
         else:
             side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"  # decoder-only: pad on the left
@@ -254,7 +258,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
     Keys: ``policy`` (hf | openai | scripted; a set ``endpoint`` means openai), ``model``,
     ``endpoint``, ``api_key_env``, ``max_new_tokens``, ``temperature``, ``top_p``, ``device``, ``batch_size``,
     ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``, ``distinct_greps``,
-    ``copy_greps``, ``min_greps``, ``outputs`` (scripted).
+    ``copy_greps``, ``min_greps``, ``draft_tokens``, ``outputs`` (scripted).
 
     >>> make_policy({"policy": "scripted", "outputs": ["x"]}).describe()
     {'kind': 'scripted', 'mode': 'shared'}
@@ -283,4 +287,5 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
                     prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None else 4096,
                     cpu_precision=spec.get("cpu_precision") or "fp32",
                     stop_after_calls=controls.stop_after_calls, distinct_greps=controls.distinct_greps,
-                    copy_greps=controls.copy_greps, min_greps=controls.min_greps, **sampling)
+                    copy_greps=controls.copy_greps, min_greps=controls.min_greps,
+                    draft_tokens=int(spec.get("draft_tokens") or 0), **sampling)

@@ -14,8 +14,10 @@ The cache is bounded in bytes (oldest entries dropped first) and used only with 
 """
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 
 @dataclass
@@ -50,7 +52,9 @@ class PrefixCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.entries: list[Entry] = []
-        self.stats = {"prompt_tokens": 0, "reused_tokens": 0}
+        self.stats = {"prompt_tokens": 0, "reused_tokens": 0, "row_steps": 0, "written_tokens": 0}
+        """Prefilled prompt tokens and those reused; ``decode_rows``' row-steps (a row fed in one forward) and tokens
+        written (their ratio: tokens per row-step, 1 without drafts)."""
 
     def lookup(self, ids: Any) -> tuple[int, Entry | None]:
         """(reusable length, entry) for the longest cached prefix of ``ids``, keeping at least one token to feed."""
@@ -197,14 +201,15 @@ def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32") 
 
 
 def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, pad_id: int,
-                               prefill_precision: str = "fp32", leave_batch: bool = True,
+                               prefill_precision: str = "fp32", leave_batch: bool = True, draft_tokens: int = 0,
                                **generate_kwargs: Any) -> tuple[Any, int]:
     """Generate for ``rows`` (1-D id tensors); returns (left-padded output ids, prompt width).
 
     Rows are prefilled one by one against ``store``, then decoded together; each finished sequence is added
     to ``store`` (its fed tokens and states), so the next turn of the same episode prefills only what is new.
     ``leave_batch`` False decodes through ``model.generate`` with transformers' own cache layers (the path before
-    :func:`decode_rows`; ``codegrep bench decode``'s baseline).
+    :func:`decode_rows`; ``codegrep bench decode``'s baseline). ``draft_tokens``: :func:`decode_rows`' speculative
+    drafts per step (0 = off; not on the ``generate`` path).
     """
     import torch
     from transformers import DynamicCache
@@ -236,7 +241,7 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
         room = int(generate_kwargs.get("max_new_tokens") or 256)
         cache.layers = [growing(layer.keys, layer.values, room) for layer in cache.layers]
         settings["pad_token_id"] = pad_id if settings["pad_token_id"] is None else settings["pad_token_id"]
-        return decode_rows(model, ids, mask, cache, store, rows, width, **settings), width
+        return decode_rows(model, ids, mask, cache, store, rows, width, draft_tokens=draft_tokens, **settings), width
     with torch.inference_mode():
         out = model.generate(input_ids=ids, attention_mask=mask, cache=cache, **generate_kwargs)
     if cache is None:
@@ -281,13 +286,11 @@ def decode_settings(model: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None
             "logits_processor": kwargs.get("logits_processor")}
 
 
-def _next_tokens(logits: Any, do_sample: bool, temperature: float, top_p: float, top_k: int = 0) -> Any:
-    """Greedy argmax, or a sample at ``temperature`` from the ``top_k`` / ``top_p`` nucleus (the warpers, in the
-    order ``generate`` applies them)."""
+def _probs(logits: Any, temperature: float, top_p: float, top_k: int = 0) -> Any:
+    """Sampling probabilities at ``temperature`` over the ``top_k`` / ``top_p`` nucleus (the warpers, in the order
+    ``generate`` applies them), for a [rows, vocab] logits tensor."""
     import torch
 
-    if not do_sample:
-        return logits.argmax(-1)
     logits = logits.float() / max(temperature, 1e-6)
     if 0 < top_k < logits.shape[-1]:
         kth = logits.topk(top_k, -1).values[:, -1:]
@@ -298,13 +301,78 @@ def _next_tokens(logits: Any, do_sample: bool, temperature: float, top_p: float,
         drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix holding top_p
         sorted_p[drop] = 0.0
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
-    return torch.multinomial(probs, 1)[:, 0]
+    return probs
+
+
+def _next_tokens(logits: Any, do_sample: bool, temperature: float, top_p: float, top_k: int = 0) -> Any:
+    """Greedy argmax, or a sample from :func:`_probs`."""
+    import torch
+
+    if not do_sample:
+        return logits.argmax(-1)
+    return torch.multinomial(_probs(logits, temperature, top_p, top_k), 1)[:, 0]
+
+
+class LookupDrafter:
+    """Prompt-lookup drafting for one row: up to ``k`` tokens that followed the latest earlier occurrence of the last
+    ``n`` tokens of the sequence (the longest ``n`` from ``max_ngram`` down to 1 that occurred). An agent's turn copies
+    a lot: the call syntax it wrote one call earlier, the issue's terms, the paths the observations listed. An index
+    of every n-gram's latest continuation makes a draft and an appended token O(``max_ngram``).
+
+    >>> d = LookupDrafter([5, 1, 2, 3, 9, 8, 1, 2], 3)
+    >>> d.draft(), LookupDrafter([1, 2, 3], 2).draft(), LookupDrafter([], 2).draft()
+    ([3, 9, 8], [], [])
+    >>> d.extend([4]); d.draft()  # (1, 2, 4) and (2, 4) never occurred before; 4 neither
+    []
+    >>> LookupDrafter([7, 4, 7, 5, 6, 7], 2).draft()  # the latest occurrence of the last token
+    [5, 6]
+    """
+
+    def __init__(self, seq: list[int], k: int, max_ngram: int = 3) -> None:
+        self.seq, self.k, self.max_ngram = [], k, max_ngram
+        self.after: dict[tuple[int, ...], int] = {}
+        self.extend(list(seq))
+
+    def extend(self, tokens: list[int]) -> None:
+        for token in tokens:
+            p = len(self.seq)  # the n-grams ending just before ``token`` continue with it
+            for n in range(1, min(self.max_ngram, p) + 1):
+                self.after[tuple(self.seq[p - n:p])] = p
+            self.seq.append(token)
+
+    def draft(self) -> list[int]:
+        for n in range(min(self.max_ngram, len(self.seq)), 0, -1):
+            at = self.after.get(tuple(self.seq[-n:]))
+            if at is not None:
+                return self.seq[at:at + self.k]
+        return []
+
+
+@contextmanager
+def _grouped_query_attention(on: bool) -> Iterator[None]:
+    """transformers' own switch for SDPA's grouped-query mode where a padding mask is given. Without it a forward
+    of several new tokens per row copies every key/value head to each of its query heads (``repeat_kv``): a 5-token
+    step of a 16-row batch over 1,100 cached positions took 3.2x a 1-token step without it, 1.75x with it (SmolLM2,
+    2 cores of an Intel Xeon, fp32; a 3-token step 6.3x and 1.5x). The same attention (the CPU flash kernel takes the
+    mask and the head groups). On CUDA a masked grouped-query SDPA falls back to the math kernel: CPU only."""
+    key = "TRANSFORMERS_SDPA_FORCE_GQA"
+    before = os.environ.get(key)
+    if on:
+        os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if on:
+            if before is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = before
 
 
 def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache, rows: list[Any], width: int, *,
                 max_new_tokens: int = 256, pad_token_id: int = 0, do_sample: bool = False, temperature: float = 1.0,
                 top_p: float = 1.0, top_k: int = 0, eos_token_id: Any = None, stopping_criteria: Any = None,
-                logits_processor: Any = None) -> Any:
+                logits_processor: Any = None, draft_tokens: int = 0) -> Any:
     """Decode a left-padded, prefilled batch; a row that ends (EOS, or ``stopping_criteria``) LEAVES the batch.
 
     ``model.generate`` keeps finished rows in the batch until the last one ends, so on 2 CPU cores one long row
@@ -312,50 +380,106 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
     selected, ``GrowingLayer``); a finished row's states go to ``store`` at once. Returns the ids ``generate``
     returns: prompt columns, then each row's tokens, ``pad_token_id`` after its end. Greedy text is the same as
     ``generate``'s up to float rounding of a smaller batch (tested).
+
+    ``draft_tokens`` k > 0: speculative decoding with prompt-lookup drafts (:class:`LookupDrafter`). A step feeds each
+    row its last token and up to k drafted ones, in one forward, and keeps the drafts the model's own choice
+    confirms: greedy, a draft is kept when it is the argmax; sampling, with the probability the (processed, warped)
+    distribution gives it, a rejected one replaced by a sample from the rest of that distribution (speculative
+    sampling with a one-token proposal: the tokens have the distribution of plain sampling). Then one more token
+    comes from the last kept position, so a step writes 1 to k + 1 tokens. Rows advance at their own pace: the
+    cache slots of a rejected draft stay, masked out of attention (holes, as left padding is). Logits processors
+    and stopping criteria see each row alone, one token at a time, as in plain decoding. ``codegrep bench decode``
+    measures it against k = 0.
     """
     import torch
 
     eos = model.generation_config.eos_token_id if eos_token_id is None else eos_token_id
     eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
-    n = ids.shape[0]
-    seqs = torch.full((n, width + max_new_tokens), pad_token_id, dtype=torch.long, device=ids.device)
+    n, device = ids.shape[0], ids.device
+    seqs = torch.full((n, width + max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     seqs[:, :width] = ids
+    made = [0] * n  # tokens written per row
     active = list(range(n))
-    feed = ids[:, -1:]
-    attn = mask.clone()
-    pos = mask.sum(1, keepdim=True) - 1  # position of each row's last prompt token (left padding)
-    steps = 0
+    last = ids[:, -1].tolist()  # each row's next token to feed
+    attn = mask[:, :-1].clone()  # one column per cache slot (the prefilled prompt)
+    pos = (mask.sum(1) - 1).tolist()  # position of each row's next fed token (left padding)
+    k = max(0, int(draft_tokens))
+    drafters = [LookupDrafter(rows[i].tolist(), k) for i in range(n)] if k else []
+    gqa = k > 0 and device.type == "cpu"
+
+    def seen(i: int) -> Any:  # row i so far, as processors and stopping criteria see it (a batch of one)
+        return seqs[i:i + 1, :width + made[i]]
+
+    def choose(i: int, logits: Any, draft: int | None) -> tuple[int, bool]:
+        """Row i's next token from one position's logits, and whether it is the drafted token (kept)."""
+        if logits_processor is not None:  # as generate: before the warpers (codegrep.agent.constraints)
+            logits = logits_processor(seen(i), logits[None].clone())[0]
+        if not do_sample:
+            token = int(logits.argmax())
+            return token, token == draft
+        probs = _probs(logits[None], temperature, top_p, top_k)[0]
+        if draft is not None:
+            if float(torch.rand((), device=device)) < float(probs[draft]):
+                return draft, True
+            probs[draft] = 0.0
+            if float(probs.sum()) <= 0:  # the draft held all the mass (rounding): keep it
+                return draft, True
+        return int(torch.multinomial(probs, 1)), False
+
+    def ends(i: int, token: int) -> bool:
+        """Writes ``token`` to row i; True when the row ends with it."""
+        seqs[i, width + made[i]] = token
+        made[i] += 1
+        if k:
+            drafters[i].extend([token])
+        if token in eos or made[i] >= max_new_tokens:
+            return True
+        return stopping_criteria is not None and bool(stopping_criteria(seen(i), None)[0])
+
     with torch.inference_mode():
-        while active and steps < max_new_tokens:
-            out = model(input_ids=feed, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True)
-            logits = out.logits[:, -1]
-            if logits_processor is not None:  # as generate: before the warpers (codegrep.agent.constraints)
-                logits = logits_processor(seqs[active, :width + steps], logits.clone())
-            token = _next_tokens(logits, do_sample, temperature, top_p, top_k)
-            steps += 1
-            seqs[active, width + steps - 1] = token
-            ended = [token[j].item() in eos for j in range(len(active))]
-            if stopping_criteria is not None:
-                stop = stopping_criteria(seqs[active, :width + steps], None)
-                ended = [e or bool(x) for e, x in zip(ended, stop)]
-            if steps == max_new_tokens:
-                ended = [True] * len(active)
+        while active:
+            drafts = [drafters[i].draft()[:max_new_tokens - made[i] - 1] if k else [] for i in active]
+            q = 1 + max(map(len, drafts))
+            feed = torch.full((len(active), q), pad_token_id, dtype=torch.long, device=device)
             for j, i in enumerate(active):
-                if ended[j]:  # fed: its prompt and every token but the last (never fed, so no state)
-                    start = width - len(rows[i])
-                    kv = [(layer.keys[j:j + 1, :, start:].clone(), layer.values[j:j + 1, :, start:].clone())
-                          for layer in cache.layers]
-                    store.add(Entry(ids=seqs[i, start:width + steps - 1].clone(), kv=kv))
-                    seqs[i, width + steps:] = pad_token_id
-            keep = [j for j, e in enumerate(ended) if not e]
-            if len(keep) < len(active):
-                if not keep:
-                    break
-                index = torch.tensor(keep, device=ids.device)
+                feed[j, 0] = last[i]
+                feed[j, 1:1 + len(drafts[j])] = torch.tensor(drafts[j], dtype=torch.long)
+            attn = torch.cat([attn, attn.new_ones((len(active), q))], 1)
+            position = torch.tensor([pos[i] for i in active], device=device)[:, None] + torch.arange(q, device=device)
+            with _grouped_query_attention(gqa and q > 1):
+                logits = model(input_ids=feed, attention_mask=attn, position_ids=position, cache=cache,
+                               use_cache=True).logits
+            keep, finished = [], []
+            store.stats["row_steps"] += len(active)
+            store.stats["written_tokens"] -= sum(made[i] for i in active)
+            for j, i in enumerate(active):
+                fed, ended = 1, False  # cache slots of this step that hold row i's tokens (its last token's first)
+                for t in range(len(drafts[j]) + 1):
+                    draft = drafts[j][t] if t < len(drafts[j]) else None
+                    token, kept = choose(i, logits[j, t], draft)
+                    ended = ends(i, token)
+                    if not kept or ended:
+                        break
+                    fed += 1
+                attn[j, attn.shape[1] - q + fed:] = 0  # rejected drafts and padding: holes
+                if ended:
+                    finished.append(j)
+                else:
+                    keep.append(j)
+                    last[i], pos[i] = int(seqs[i, width + made[i] - 1]), pos[i] + fed
+            store.stats["written_tokens"] += sum(made[i] for i in active)
+            for j in finished:  # stored: its prompt and every written token but the last (never fed, so no state)
+                i = active[j]
+                start = width - len(rows[i])
+                tokens = seqs[i, start:width + made[i] - 1].clone()
+                slots = attn[j].nonzero()[:len(tokens), 0]
+                kv = [(layer.keys[j:j + 1, :, slots], layer.values[j:j + 1, :, slots])  # index: copies
+                      for layer in cache.layers]
+                store.add(Entry(ids=tokens, kv=kv))
+            if len(keep) < len(active) and keep:
+                index = torch.tensor(keep, device=device)
                 for layer in cache.layers:
                     layer.batch_select_indices(index)
-                active, token, attn, pos = [active[j] for j in keep], token[index], attn[index], pos[index]
-            feed = token[:, None]
-            attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], 1)
-            pos = pos + 1
-    return seqs[:, :width + steps]
+                attn = attn[index]
+            active = [active[j] for j in keep]
+    return seqs[:, :width + max(made, default=0)]

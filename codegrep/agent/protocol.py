@@ -125,6 +125,12 @@ class PolicyConfig:
     """hf, with ``copy_greps``: a turn of greps may not end (its end-of-turn tokens are banned after a closed call)
     before it has written this many, while issue terms are left (0 = off). The scripted expert writes 6; on the 55
     real train tasks its first 3 terms reach P@1 14/55, its first 6 22/55 (docs/training.md)."""
+    draft_tokens: int = 0
+    """hf and GRPO rollouts: speculative decoding with prompt-lookup drafts — each step feeds up to this many tokens
+    copied from what followed the row's last tokens earlier in its own text (the call syntax, the issue's terms, the
+    listed paths) and keeps those the model's own choice confirms (greedy: the same tokens up to float rounding;
+    sampling: the same distribution), so a step writes 1 to ``draft_tokens`` + 1 tokens (``prefix_cache.decode_rows``,
+    measured by ``codegrep bench decode``; 0 = off)."""
     max_new_tokens: int | None = None
     """Generated tokens per turn (None = the policy's default)."""
     temperature: float | None = None

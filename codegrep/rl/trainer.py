@@ -204,12 +204,15 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with the advantage-layer efficiency term and a log-only KL probe."""
 
     def __init__(self, *args: Any, codegrep_args: CodeGrepArgs, reference_builder: Any = None,
-                 turn_controls: Any = None, **kwargs: Any):
+                 turn_controls: Any = None, draft_tokens: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.cg = codegrep_args
         self.turn_controls = turn_controls
         """Where a rollout turn's rows stop and which tokens they may write (``codegrep.agent.turn_controls``, from
         the profile's agent section: the rules evaluation decodes under); applied on the prefix-cache path."""
+        self.draft_tokens = draft_tokens
+        """Prompt-lookup drafts per decoding step on the prefix-cache path (the profile's ``agent.draft_tokens``;
+        speculative sampling: the rollouts' distribution is unchanged)."""
         self.current_rows: list[dict[str, Any]] = []
         self.last_scores: list[Any] = []
         if self.cg.efficiency_layer != "normalize_then_sum" and self.multi_objective_aggregation != \
@@ -285,7 +288,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             controls = self.turn_controls.generate_kwargs(tok, width) if self.turn_controls is not None else {}
             out, width = generate_with_prefix_cache(model, rows, self._prefix_cache, pad,
                                                     prefill_precision=self.loss_precision,  # decoding stays fp32
-                                                    generation_config=self.generation_config, **controls)
+                                                    generation_config=self.generation_config,
+                                                    draft_tokens=self.draft_tokens, **controls)
         eos = set(self.eos_token_ids)
         completions = []
         for row in out[:, width:].tolist():  # everything after the first EOS is dropped, as in TRL

@@ -344,7 +344,8 @@ def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any
                                   train_dataset=data, processing_class=tokenizer, rollout_func=rollout,
                                   codegrep_args=cg, reference_builder=build_reference,
                                   turn_controls=TurnControls.from_agent(  # the stops/constraints evaluation uses
-                                      {**section(cfg, "agent"), "max_calls_per_turn": agent.max_calls_per_turn}))
+                                      {**section(cfg, "agent"), "max_calls_per_turn": agent.max_calls_per_turn}),
+                                  draft_tokens=int(section(cfg, "agent").get("draft_tokens") or 0))
     trainer.add_callback(MetricsJsonlCallback(run_dir / "metrics.jsonl"))
     from codegrep.rl.progress import GRPO_FIELDS, plain_progress
 
