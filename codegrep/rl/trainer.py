@@ -470,7 +470,9 @@ class StepTimerCallback(TrainerCallback):
         cache = self.trainer._prefix_cache
         if cache is not None and cache.stats["prompt_tokens"]:  # share of rollout prompt tokens not prefilled again
             m["throughput/prefix_reuse_share"].append(cache.stats["reused_tokens"] / cache.stats["prompt_tokens"])
-            cache.stats = {"prompt_tokens": 0, "reused_tokens": 0}
+            if cache.stats.get("row_steps"):  # tokens written per row-step (> 1 with agent.draft_tokens)
+                m["throughput/tokens_per_row_step"].append(cache.stats["written_tokens"] / cache.stats["row_steps"])
+            cache.stats = dict.fromkeys(cache.stats, 0)
         self.trainer._timing = {}
 
 
