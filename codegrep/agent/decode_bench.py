@@ -18,6 +18,7 @@ share of episodes whose turns are identical.
 """
 from __future__ import annotations
 
+import copy
 import time
 from contextlib import ExitStack
 from typing import Any
@@ -27,6 +28,7 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
     """The JSON object ``codegrep bench decode`` prints (module docstring)."""
     from codegrep.agent.loop import run_episodes
     from codegrep.agent.policies import HFPolicy, make_policy
+    from codegrep.agent.prefix_cache import PrefixCache
     from codegrep.agent.precision import cpu_features
     from codegrep.agent.protocol import AgentConfig, visible_issue
     from codegrep.config import section
@@ -48,11 +50,9 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
                     batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
                     prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0)  # its own cache
     by_length = sorted(tasks, key=lambda t: len(visible_issue(t.problem_statement, config)))
-    plain = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
-                     batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=fast.controls.stop_after_calls,
-                     distinct_greps=fast.controls.distinct_greps, copy_greps=fast.controls.copy_greps,
-                     min_greps=fast.controls.min_greps, draft_tokens=0,
-                     prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0)
+    plain = copy.copy(fast)  # the profile's policy without drafts, with a prefix cache of its own
+    plain.draft_tokens = 0
+    plain.prefix_cache = PrefixCache(fast.prefix_cache.max_bytes) if fast.prefix_cache else None
     arms = {"baseline": (base, tasks), "rows_leave": (plain, by_length), "fast": (fast, by_length)}
     if not fast.draft_tokens:
         arms.pop("rows_leave")

@@ -430,6 +430,7 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
         """Writes ``token`` to row i; True when the row ends with it."""
         seqs[i, width + made[i]] = token
         made[i] += 1
+        store.stats["written_tokens"] += 1
         if k:
             drafters[i].extend([token])
         if token in eos or made[i] >= max_new_tokens:
@@ -451,7 +452,6 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
                                use_cache=True).logits
             keep, finished = [], []
             store.stats["row_steps"] += len(active)
-            store.stats["written_tokens"] -= sum(made[i] for i in active)
             for j, i in enumerate(active):
                 fed, ended = 1, False  # cache slots of this step that hold row i's tokens (its last token's first)
                 for t in range(len(drafts[j]) + 1):
@@ -467,7 +467,6 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
                 else:
                     keep.append(j)
                     last[i], pos[i] = int(seqs[i, width + made[i] - 1]), pos[i] + fed
-            store.stats["written_tokens"] += sum(made[i] for i in active)
             for j in finished:  # stored: its prompt and every written token but the last (never fed, so no state)
                 i = active[j]
                 start = width - len(rows[i])
