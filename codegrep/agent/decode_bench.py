@@ -4,7 +4,9 @@ Both arms run the same model on the same seeded real TRAIN tasks (never an evalu
 turn function, greedy, ``agent.batch_size`` episodes per batch, one after the other in one process:
 
 * ``baseline``: tasks in their seeded order, rows decoded by ``model.generate`` with transformers' cache layers (a
-  finished row stays in its batch until the last one ends; the cache is concatenated every step), no early stop;
+  finished row stays in its batch until the last one ends; the cache is concatenated every step), no early stop; the
+  profile's token constraint (``copy_greps``, ``min_greps``, ``distinct_greps``) as in the other arms, so all three
+  should write the same episodes;
 * ``rows_leave``: batches of similar issue length, rows leave the batch when they end (``prefix_cache.decode_rows``,
   a growing cache buffer), a row stops at its submit or its call cap (``stop_early``), no drafts;
 * ``fast``: the profile's path: ``rows_leave`` plus the profile's ``agent.draft_tokens`` prompt-lookup drafts per
@@ -48,7 +50,9 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
     fast = make_policy({**spec, "model": model, "policy": "hf", "endpoint": None, "temperature": 0.0})
     base = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
                     batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
-                    prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0)  # its own cache
+                    prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0,  # its own cache
+                    distinct_greps=fast.controls.distinct_greps, copy_greps=fast.controls.copy_greps,
+                    min_greps=fast.controls.min_greps)  # the same token constraint: which tokens may be written
     by_length = sorted(tasks, key=lambda t: len(visible_issue(t.problem_statement, config)))
     plain = copy.copy(fast)  # the profile's policy without drafts, with a prefix cache of its own
     plain.draft_tokens = 0

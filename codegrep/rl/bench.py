@@ -120,26 +120,44 @@ def bench_sft(model_path: Any, chats: list, batch_size: int, bf16: bool, buckete
             "tokenize_s": round(info["tokenize_s"], 3), **{k: round(v, 4) for k, v in pad.items()}}
 
 
-def bench_loss(model: Any, batch: int, seq: int, repeats: int) -> dict[str, float]:
-    """Forward + backward tokens/s on one fixed batch, fp32 and bf16 autocast, alternated (contention hits both)."""
+def bench_loss(model: Any, batch: int, seq: int, repeats: int, padded_precision: str | None = None) -> dict[str, float]:
+    """Forward + backward tokens/s on one fixed batch, fp32 and bf16 autocast, alternated (contention hits both).
+
+    With ``padded_precision`` two more rates at that precision, as a GRPO loss batch meets them: ``padded`` = the
+    batch with rows after the first left-padded (a quarter of the row, spread over the rows) and an attention mask,
+    so attention runs its masked kernel over every position; ``per_row`` = the same real tokens one row at a time,
+    no padding and no mask, so attention runs the causal kernel. Both count real (unpadded) tokens only.
+    """
     import torch
 
     from codegrep.agent.precision import autocast
 
     ids = torch.randint(100, model.config.vocab_size - 100, (batch, seq), generator=torch.Generator().manual_seed(0))
 
-    def step(precision: str) -> None:
+    def run(precision: str, x: Any, mask: Any = None) -> None:
         with autocast(precision):
-            loss = model(input_ids=ids, labels=ids).loss
+            labels = x if mask is None else x.masked_fill(mask == 0, -100)
+            loss = model(input_ids=x, attention_mask=mask, labels=labels).loss
         loss.backward()
         model.zero_grad(set_to_none=True)
 
     times: dict[str, list[float]] = {"fp32": [], "bf16": []}
-    step("fp32"), step("bf16")  # warm-up
+    run("fp32", ids), run("bf16", ids)  # warm-up
     for _ in range(repeats):
         for p in times:
-            times[p].append(_best_seconds(lambda: step(p), 1))
-    return {f"{p}_tokens_per_s": batch * seq / statistics.median(t) for p, t in times.items()}
+            times[p].append(_best_seconds(lambda: run(p, ids), 1))
+    out = {f"{p}_tokens_per_s": batch * seq / statistics.median(t) for p, t in times.items()}
+    if padded_precision:
+        pads = [round(i * seq / (4 * max(batch - 1, 1))) for i in range(batch)]  # 0 .. seq/4
+        mask = torch.ones_like(ids)
+        for row, n in enumerate(pads):
+            mask[row, :n] = 0
+        real = int(mask.sum())
+        padded = _best_seconds(lambda: run(padded_precision, ids, mask), repeats)
+        per_row = _best_seconds(lambda: [run(padded_precision, ids[r:r + 1, n:]) for r, n in enumerate(pads)],
+                                repeats)
+        out.update(padded_tokens_per_s=real / padded, per_row_tokens_per_s=real / per_row)
+    return out
 
 
 def optimizer_seconds(model: Any) -> float:
@@ -266,12 +284,13 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
 
     # loss (forward + backward) on a GRPO-sized batch
     model.train()
-    loss = bench_loss(model, group, loss_tokens, repeats)
+    loss = bench_loss(model, group, loss_tokens, repeats, padded_precision=precision)
     fast_loss = loss[f"{precision}_tokens_per_s"]
     limit_loss = limit_flops[precision] / train_flops_per_token(loss_tokens)
     out["loss"] = {**{k: round(v, 1) for k, v in loss.items()}, "batch": [group, loss_tokens],
                    "limit_tokens_per_s": round(limit_loss, 1), "ratio_to_limit": round(fast_loss / limit_loss, 3),
-                   "speedup": round(fast_loss / loss["fp32_tokens_per_s"], 2)}
+                   "speedup": round(fast_loss / loss["fp32_tokens_per_s"], 2),
+                   "per_row_speedup_over_padded": round(loss["per_row_tokens_per_s"] / loss["padded_tokens_per_s"], 2)}
     out["optimizer_step_s"] = round(optimizer_seconds(model), 3)
     model.eval()
 
