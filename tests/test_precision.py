@@ -122,8 +122,9 @@ def test_a_second_trainer_in_one_process_may_use_another_precision():
 
 
 def test_bench_loss_measures_the_padded_batch_and_its_rows_alone():
-    """``bench_loss``'s padded arm (left padding + mask, as a GRPO loss batch) and per-row arm (the same real tokens,
-    one row at a time, no mask) on a tiny Llama: both rates are measured and only asked for."""
+    """``bench_loss``'s padded arm (left padding + mask, as TRL builds a GRPO loss batch), per-row arm (the same real
+    tokens, one row at a time, no mask) and flushed arm (the trainer's: real tokens moved left, no mask) on a tiny
+    Llama: the rates are measured and only asked for."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -133,7 +134,8 @@ def test_bench_loss_measures_the_padded_batch_and_its_rows_alone():
     model = LlamaForCausalLM(LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                          num_attention_heads=4, num_key_value_heads=2)).train()
     out = bench_loss(model, 3, 64, 1, padded_precision="fp32")
-    assert set(out) == {"fp32_tokens_per_s", "bf16_tokens_per_s", "padded_tokens_per_s", "per_row_tokens_per_s"}
+    assert set(out) == {"fp32_tokens_per_s", "bf16_tokens_per_s", "padded_tokens_per_s", "per_row_tokens_per_s",
+                        "flushed_tokens_per_s"}
     assert all(v > 0 for v in out.values()), out
     assert all(p.grad is None for p in model.parameters())  # every arm leaves the model as it found it
     assert set(bench_loss(model, 2, 32, 1)) == {"fp32_tokens_per_s", "bf16_tokens_per_s"}

@@ -103,19 +103,21 @@ def _padding(trainer: Any) -> dict[str, float]:
     return {"collate_s": time.perf_counter() - started, "padding_share": 1 - real / max(padded, 1)}
 
 
-def bench_sft(model_path: Any, chats: list, batch_size: int, bf16: bool, bucketed: bool) -> dict[str, Any]:
+def bench_sft(model_path: Any, chats: list, batch_size: int, bf16: bool, bucketed: bool,
+              unmasked: bool) -> dict[str, Any]:
     """One epoch of the warm start's real ``SFTTrainer`` on ``chats``: tokens/s and where the time went."""
     from codegrep.rl.sft import sft_trainer
 
     with tempfile.TemporaryDirectory(prefix="codegrep-bench-sft-") as work:
         trainer, _, info = sft_trainer(model_path, chats, work, epochs=1, learning_rate=1e-5, batch_size=batch_size,
-                                       seed=0, use_cpu=True, bf16=bf16, bucketed=bucketed)
+                                       seed=0, use_cpu=True, bf16=bf16, bucketed=bucketed, unmasked=unmasked)
         pad = _padding(trainer)
         started = time.perf_counter()
         with contextlib.redirect_stdout(sys.stderr):  # the trainer's log lines: stdout holds only the JSON
             trainer.train()
         seconds = time.perf_counter() - started
-    return {"bf16": bf16, "bucketed": bucketed, "batch_size": batch_size, "tokens": info["tokens"],
+    return {"bf16": bf16, "bucketed": bucketed, "unmasked": unmasked, "batch_size": batch_size,
+            "tokens": info["tokens"],
             "seconds": round(seconds, 2), "tokens_per_s": info["tokens"] / seconds,
             "tokenize_s": round(info["tokenize_s"], 3), **{k: round(v, 4) for k, v in pad.items()}}
 
@@ -126,7 +128,9 @@ def bench_loss(model: Any, batch: int, seq: int, repeats: int, padded_precision:
     With ``padded_precision`` two more rates at that precision, as a GRPO loss batch meets them: ``padded`` = the
     batch with rows after the first left-padded (a quarter of the row, spread over the rows) and an attention mask,
     so attention runs its masked kernel over every position; ``per_row`` = the same real tokens one row at a time,
-    no padding and no mask, so attention runs the causal kernel. Both count real (unpadded) tokens only.
+    no padding and no mask, so attention runs the causal kernel; ``flushed`` = the batch with every row's real
+    tokens moved left (trailing pads only) and no mask, as the GRPO trainer runs it (``codegrep.rl.unpad``). All
+    count real (unpadded) tokens only.
     """
     import torch
 
@@ -156,7 +160,20 @@ def bench_loss(model: Any, batch: int, seq: int, repeats: int, padded_precision:
         padded = _best_seconds(lambda: run(padded_precision, ids, mask), repeats)
         per_row = _best_seconds(lambda: [run(padded_precision, ids[r:r + 1, n:]) for r, n in enumerate(pads)],
                                 repeats)
-        out.update(padded_tokens_per_s=real / padded, per_row_tokens_per_s=real / per_row)
+        flushed_ids = torch.zeros_like(ids)
+        flushed_labels = torch.full_like(ids, -100)
+        for row, n in enumerate(pads):
+            flushed_ids[row, :seq - n] = flushed_labels[row, :seq - n] = ids[row, n:]
+
+        def run_flushed() -> None:
+            with autocast(padded_precision):
+                loss = model(input_ids=flushed_ids, labels=flushed_labels).loss
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+
+        flushed = _best_seconds(run_flushed, repeats)
+        out.update(padded_tokens_per_s=real / padded, per_row_tokens_per_s=real / per_row,
+                   flushed_tokens_per_s=real / flushed)
     return out
 
 
@@ -290,7 +307,8 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
     out["loss"] = {**{k: round(v, 1) for k, v in loss.items()}, "batch": [group, loss_tokens],
                    "limit_tokens_per_s": round(limit_loss, 1), "ratio_to_limit": round(fast_loss / limit_loss, 3),
                    "speedup": round(fast_loss / loss["fp32_tokens_per_s"], 2),
-                   "per_row_speedup_over_padded": round(loss["per_row_tokens_per_s"] / loss["padded_tokens_per_s"], 2)}
+                   "per_row_speedup_over_padded": round(loss["per_row_tokens_per_s"] / loss["padded_tokens_per_s"], 2),
+                   "flushed_speedup_over_padded": round(loss["flushed_tokens_per_s"] / loss["padded_tokens_per_s"], 2)}
     out["optimizer_step_s"] = round(optimizer_seconds(model), 3)
     model.eval()
 
@@ -331,11 +349,14 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
     gc.collect()
     if not skip_sft:
         chats = synthetic_chats(tokenizer, sft_demos, sft_min_tokens, sft_max_tokens, seed)
-        base = bench_sft(path, chats, sft_batch, bf16=False, bucketed=False)
-        fast = bench_sft(path, chats, sft_batch, bf16=precision == "bf16", bucketed=True)
+        base = bench_sft(path, chats, sft_batch, bf16=False, bucketed=False, unmasked=False)
+        masked = bench_sft(path, chats, sft_batch, bf16=precision == "bf16", bucketed=True, unmasked=False)
+        fast = bench_sft(path, chats, sft_batch, bf16=precision == "bf16", bucketed=True, unmasked=True)
         mean_len = base["tokens"] / sft_demos
         limit_sft = limit_flops[precision] / train_flops_per_token(int(mean_len))
-        out["sft"] = {"baseline": _rounded(base), "fast": _rounded(fast), "demos": sft_demos,
+        out["sft"] = {"baseline": _rounded(base), "fast_masked": _rounded(masked), "fast": _rounded(fast),
+                      "unmasked_speedup": round(fast["tokens_per_s"] / masked["tokens_per_s"], 2),
+                      "demos": sft_demos,
                       "lengths": [sft_min_tokens, sft_max_tokens], "limit_tokens_per_s": round(limit_sft, 1),
                       "ratio_to_limit": round(fast["tokens_per_s"] / limit_sft, 3),
                       "baseline_ratio_to_limit": round(base["tokens_per_s"] / (limit_flops["fp32"] /

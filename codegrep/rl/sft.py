@@ -24,7 +24,7 @@ def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-SFT_RECIPE = "assistant-only, constant lr, length-bucketed batches"
+SFT_RECIPE = "assistant-only, constant lr, length-bucketed batches, right-padding masks dropped"
 """What else shapes a warm start besides its demonstrations and the fields of ``settings``: part of the cache key,
 changed whenever :func:`warm_start` changes how it trains."""
 
@@ -51,14 +51,16 @@ def length_buckets(lengths: Sequence[int], batch_size: int, seed: int) -> list[i
 
 def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], work_dir: str | Path, *,
                 epochs: float, learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
-                bucketed: bool = True, max_length: int = 2048, max_steps: int = -1) -> tuple[Any, Any, dict]:
+                bucketed: bool = True, max_length: int = 2048, max_steps: int = -1,
+                unmasked: bool = True) -> tuple[Any, Any, dict]:
     """TRL's ``SFTTrainer`` on the demonstrations that fit ``max_length``: (trainer, tokenizer, info).
 
     ``bucketed`` batches demonstrations of similar length together (:func:`length_buckets`, read in that order:
     each batch is padded to its own longest row, so little compute goes to padding; every row keeps its own
     attention mask and positions, nothing is packed across demonstrations; transformers' ``group_by_length``
     does not group datasets under 16 batches, the smoke warm start's size). ``bf16`` is autocast (weights stay
-    fp32).
+    fp32). ``unmasked`` drops the collator's right-padding attention masks from the training forwards (the
+    causal rule already hides trailing pads; CPU attention then runs its causal kernel: ``codegrep.rl.unpad``).
     ``info`` holds ``n_demos``, ``dropped_too_long``, ``tokens`` (demonstration tokens per epoch) and
     ``tokenize_s``; the trainer's chat template is the training one (restore it with ``info["template"]``).
     """
@@ -94,24 +96,28 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
     fresh_accelerator_state()  # the previous trainer in this process may have used another precision
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=Dataset.from_list([{"messages": m} for m in fits]))  # tokenised once here
+    if unmasked:
+        from codegrep.rl.unpad import drop_right_padding_masks
+
+        drop_right_padding_masks(trainer.model)  # the model is this trainer's alone (loaded above)
     info["tokenize_s"] = time.perf_counter() - started
     return trainer, tokenizer, info
 
 
 def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], out_dir: Path, *, epochs: float,
                learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
-               max_length: int = 2048, bucketed: bool = True) -> Path:
+               max_length: int = 2048, bucketed: bool = True, unmasked: bool = True) -> Path:
     """Fine-tune on assistant tokens only and save to ``out_dir`` (reused when already there).
 
     ``bf16`` is bf16 autocast (on CPU: set by ``cpu_precision``, :mod:`codegrep.agent.precision`); ``bucketed``
-    groups demonstrations of similar length (:func:`sft_trainer`).
+    groups demonstrations of similar length and ``unmasked`` drops right-padding masks (:func:`sft_trainer`).
     """
     if (out_dir / "config.json").is_file():
         return out_dir
     trainer, tokenizer, info = sft_trainer(model_path, demos, str(out_dir) + ".work", epochs=epochs,
                                            learning_rate=learning_rate, batch_size=batch_size, seed=seed,
                                            use_cpu=use_cpu, bf16=bf16, bucketed=bucketed,
-                                           max_length=max_length)
+                                           max_length=max_length, unmasked=unmasked)
     from codegrep.rl.progress import SFT_FIELDS, plain_progress
 
     plain_progress(trainer, "SFT", SFT_FIELDS)  # one line per step instead of raw log dicts
@@ -124,7 +130,8 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
                                                      "dropped_too_long": info["dropped_too_long"],
                                                      "max_length": max_length, "train_loss": result.training_loss,
                                                      "precision": "bf16" if bf16 else "fp32",
-                                                     "bucketed": bucketed, "tokens": info["tokens"],
+                                                     "bucketed": bucketed, "unmasked": unmasked,
+                                                     "tokens": info["tokens"],
                                                      "log_history": trainer.state.log_history}, indent=1))
     tmp.rename(out_dir)
     return out_dir

@@ -115,6 +115,12 @@ class CodeGrepArgs:
                 "config.json. GPU runs use TRL's bf16/fp16 settings instead."})
     prefix_cache_mb: int = field(default=4096, metadata={"help": "Rollouts on the plain transformers backend: "
                                  "memory for reusing earlier turns' key/value states (0 = TRL's generate)."})
+    unpad_loss_rows: bool = field(default=True, metadata={
+        "help": "The loss's and the KL probe's forwards run each chunk of rows flushed left (real tokens from "
+                "column 0, trailing pads only; rows alone where that leaves mostly pads) with no attention mask: "
+                "CPU attention then runs its causal kernel instead of the masked one over the padded width "
+                "(codegrep.rl.unpad; `codegrep bench train` flushed_speedup_over_padded). The same log-probs; "
+                "false = TRL's padded batch forward."})
     kl_probe: bool = field(default=True, metadata={"help": "Log KL to the initial policy every step (also beta=0)."})
     kl_probe_set: str | None = field(default=None, metadata={
         "help": "JSONL of fixed probe sequences (prompt_ids, completion_ids, env_mask): log the exact "
@@ -354,11 +360,47 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         self._add_time("loss", time.perf_counter() - started - (self._timing.get("prepare", 0.0) - before))
         return out
 
-    def _get_per_token_logps_and_entropies(self, model: Any, *args: Any, **kwargs: Any) -> Any:
-        out = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
+                                           logits_to_keep: int, batch_size: int | None = None, **kwargs: Any) -> Any:
+        """TRL's log-probs (and entropies); with ``unpad_loss_rows`` each chunk of ``batch_size`` rows is flushed
+        left (every row's real tokens from column 0, trailing pads only) and run with no attention mask, one row
+        at a time where flushing leaves the chunk mostly pads (``codegrep.rl.unpad``). Batches where a row's real tokens are not one run reaching into the prompt, and
+        multimodal ones, keep TRL's padded forward. Outputs have TRL's shapes; positions outside a row's real
+        tokens hold 0 (the loss masks them)."""
+        from codegrep.rl.unpad import flushed_rows
+
+        plain = not any(v is not None for k, v in kwargs.items() if k not in ("compute_entropy", "compute_aux_loss"))
+        flush = flushed_rows(attention_mask, logits_to_keep) if self.cg.unpad_loss_rows and plain else None
+        if flush is None:
+            out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                              batch_size, **kwargs)
+        else:
+            out = self._flushed_logps(model, input_ids, flush, logits_to_keep, batch_size or input_ids.size(0),
+                                      **kwargs)
         if kwargs.get("compute_entropy"):  # only the loss asks for entropies: keep its policy log-probs
             self._loss_policy_logps = out[0].detach()
         return out
+
+    def _flushed_logps(self, model: Any, input_ids: Any, flush: Any, keep: int, batch_size: int,
+                       **kwargs: Any) -> Any:
+        from codegrep.rl.unpad import SPLIT_ABOVE_PADDING
+
+        chunks = []
+        for lo in range(0, input_ids.size(0), batch_size):
+            hi = min(lo + batch_size, input_ids.size(0))
+            alone = flush.chunk(lo, hi).padding_share > SPLIT_ABOVE_PADDING  # mostly pads: rows one at a time
+            chunks += [(i, i + 1) for i in range(lo, hi)] if alone else [(lo, hi)]
+        logps, entropies, aux = [], [], []
+        for lo, hi in chunks:
+            rows = flush.chunk(lo, hi)
+            ids = rows.gather_ids(input_ids[lo:hi])
+            lp, ent, ax = super()._get_per_token_logps_and_entropies(model, ids, torch.ones_like(ids),
+                                                                     rows.window, ids.size(0), **kwargs)
+            logps.append(rows.back(lp, keep))
+            entropies.append(rows.back(ent, keep) if ent is not None else None)
+            aux.append(ax)
+        return (torch.cat(logps), torch.cat(entropies) if entropies[0] is not None else None,
+                torch.stack(aux).mean() if aux[0] is not None else None)
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
