@@ -106,18 +106,18 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
 
 def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], out_dir: Path, *, epochs: float,
                learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
-               max_length: int = 2048, bucketed: bool = True, unmasked: bool = True) -> Path:
+               max_length: int = 2048, bucketed: bool = True) -> Path:
     """Fine-tune on assistant tokens only and save to ``out_dir`` (reused when already there).
 
     ``bf16`` is bf16 autocast (on CPU: set by ``cpu_precision``, :mod:`codegrep.agent.precision`); ``bucketed``
-    groups demonstrations of similar length and ``unmasked`` drops right-padding masks (:func:`sft_trainer`).
+    groups demonstrations of similar length (:func:`sft_trainer`); right-padding masks are dropped (``SFT_RECIPE``).
     """
     if (out_dir / "config.json").is_file():
         return out_dir
     trainer, tokenizer, info = sft_trainer(model_path, demos, str(out_dir) + ".work", epochs=epochs,
                                            learning_rate=learning_rate, batch_size=batch_size, seed=seed,
                                            use_cpu=use_cpu, bf16=bf16, bucketed=bucketed,
-                                           max_length=max_length, unmasked=unmasked)
+                                           max_length=max_length)
     from codegrep.rl.progress import SFT_FIELDS, plain_progress
 
     plain_progress(trainer, "SFT", SFT_FIELDS)  # one line per step instead of raw log dicts
@@ -130,7 +130,7 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
                                                      "dropped_too_long": info["dropped_too_long"],
                                                      "max_length": max_length, "train_loss": result.training_loss,
                                                      "precision": "bf16" if bf16 else "fp32",
-                                                     "bucketed": bucketed, "unmasked": unmasked,
+                                                     "bucketed": bucketed, "recipe": SFT_RECIPE,
                                                      "tokens": info["tokens"],
                                                      "log_history": trainer.state.log_history}, indent=1))
     tmp.rename(out_dir)

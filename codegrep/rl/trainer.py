@@ -364,9 +364,9 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
                                            logits_to_keep: int, batch_size: int | None = None, **kwargs: Any) -> Any:
         """TRL's log-probs (and entropies); with ``unpad_loss_rows`` each chunk of ``batch_size`` rows is flushed
         left (every row's real tokens from column 0, trailing pads only) and run with no attention mask, one row
-        at a time where flushing leaves the chunk mostly pads (``codegrep.rl.unpad``). Batches where a row's real tokens are not one run reaching into the prompt, and
-        multimodal ones, keep TRL's padded forward. Outputs have TRL's shapes; positions outside a row's real
-        tokens hold 0 (the loss masks them)."""
+        at a time where flushing leaves the chunk mostly pads (``codegrep.rl.unpad``). Batches where a row's real
+        tokens are not one run reaching into the prompt, and multimodal ones, keep TRL's padded forward. Outputs
+        have TRL's shapes; positions outside a row's real tokens hold 0 (the loss masks them)."""
         from codegrep.rl.unpad import flushed_rows
 
         plain = not any(v is not None for k, v in kwargs.items() if k not in ("compute_entropy", "compute_aux_loss"))

@@ -2,8 +2,8 @@
 
 On CPU, SDPA runs a flash-style causal kernel when a forward has no attention mask, and a masked kernel over
 every position when it has one: in a profile of GRPO's loss (2 rows x 3,500 tokens, bf16) the masked
-forward+backward took 61 s, 41 s of it in attention, against 36 s unmasked (``codegrep bench train``,
-``per_row_speedup_over_padded``). Two places pay for masks that carry no information the causal rule lacks:
+forward+backward took 61 s, 41 s of it in attention, against 36 s unmasked (``codegrep bench train``:
+``flushed_speedup_over_padded``, ``sft.unmasked_speedup``). Two places pay for masks that carry no information the causal rule lacks:
 
 - **GRPO's loss and the KL probe** (TRL pads every row of a generation batch to the batch's width: prompts on
   the left, completions on the right). :func:`flushed_rows` moves each row's real tokens to column 0, so only
