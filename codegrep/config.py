@@ -309,7 +309,12 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     "agent.max_observation_tokens": (int, ">= 1"), "agent.max_issue_chars": (int, ">= 1"),
     "agent.max_submit_files": (int, ">= 1"), "agent.max_new_tokens": (int, ">= 1"),
     "agent.temperature": (float, ">= 0"), "agent.top_p": (float, "0..1"), "agent.batch_size": (int, ">= 1"),
+    "agent.rank_files": (int, ">= 0"), "agent.max_call_tokens": (int | None, ">= 1"), "agent.min_greps": (int, ">= 0"),
+    "agent.draft_tokens": (int, ">= 0"), "agent.prefix_cache_mb": (int | None, ">= 0"),
+    "agent.cpu_threads": (int | None, ">= 1"),
 }
+KEY_RULES.update({f"tasks.splits.{split}.{key}": KEY_RULES[f"tasks.{key}"]  # a split's overrides: the same rules
+                  for split in ("train", "eval") for key in ("limit", "seed", "offline", "on_error")})
 """Types and ranges of the keys of sections read key by key (``TASKS_KEYS``, ``MINING_KEYS`` ... below)."""
 CHEAP_SECTIONS = ("env", "agent")
 """Sections whose config classes ``load_profile`` checks on every load (their modules import in milliseconds);
@@ -319,8 +324,9 @@ the others are checked by ``from_mapping`` when their component is built, and al
 def check_values(cfg: Mapping[str, Any], sections: Iterable[str] | None = None,
                  overridden: Iterable[str] = ()) -> None:
     """Check a loaded profile's values: ``KEY_RULES`` and the dataclass fields of ``sections`` (default: all
-    registered but ``train``, which TRL's own parser checks). A value given by ``--set`` (or a notebook
-    parameter) is named as ``--set <key>``."""
+    registered, ``train`` included: TRL's ``parse_dict`` builds its dataclasses without checking types, so an
+    ill-typed ``--set train.learning_rate=abc`` fails here, before any work). A value given by ``--set`` (or a
+    notebook parameter) is named as ``--set <key>``."""
     overridden = set(overridden)
 
     def source(dotted: str) -> str:
@@ -334,8 +340,6 @@ def check_values(cfg: Mapping[str, Any], sections: Iterable[str] | None = None,
         if isinstance(node, Mapping) and keys[-1] in node:
             check_value(node[keys[-1]], tp, rng, source(dotted))
     for dotted in (SECTION_SCHEMAS if sections is None else sections):
-        if dotted == "train":
-            continue
         node = cfg
         for key in dotted.split("."):
             node = node.get(key) if isinstance(node, Mapping) else None
@@ -348,6 +352,19 @@ def check_values(cfg: Mapping[str, Any], sections: Iterable[str] | None = None,
                 for k, v in node.items():
                     if k in names:
                         check_fields(obj, {k: v}, source(f"{dotted}.{k}"))
+                _check_construction(obj, {k: v for k, v in node.items() if k in names}, dotted, source)
+
+
+def _check_construction(cls: type, values: dict[str, Any], dotted: str, source: Any) -> None:
+    """Build one of codegrep's config classes from a section's values, so the checks of its ``__post_init__`` (a
+    choice such as ``agent.grep_view``) fail at load, naming the section, instead of inside a notebook."""
+    if not cls.__module__.startswith("codegrep.") or not hasattr(cls, "__post_init__"):
+        return
+    try:
+        cls(**values)
+    except (TypeError, ValueError) as exc:
+        given = [k for k in values if source(f"{dotted}.{k}").startswith("--set ")]
+        raise ConfigError(f"{source(f'{dotted}.{given[0]}') if given else source(dotted)}: {exc}") from None
 
 
 def where(cfg: Mapping[str, Any] | None, dotted: str) -> str:
@@ -448,9 +465,10 @@ def schema_keys(dotted: str) -> set[str]:
     return out
 
 
-def check_profile(cfg: Mapping[str, Any]) -> None:
+def check_profile(cfg: Mapping[str, Any], overridden: Iterable[str] = ()) -> None:
     """Check every registered section of a loaded profile against its config classes (unknown key -> error
-    naming the file, the section and the key). ``train`` is checked when it holds more than ``config``."""
+    naming the file, the section and the key). ``train`` is checked when it holds more than ``config``. A value
+    in ``overridden`` (the ``--set`` keys) is named as the ``--set`` it came from."""
     for dotted in SECTION_SCHEMAS:
         node: Any = cfg
         for key in dotted.split("."):
@@ -462,7 +480,7 @@ def check_profile(cfg: Mapping[str, Any]) -> None:
             known |= {"config"} | _train_yaml_keys(cfg)
         if known:
             check_keys(node, known, where(cfg, dotted))
-    check_values(cfg)
+    check_values(cfg, overridden=overridden)
 
 
 def _train_yaml_keys(cfg: Mapping[str, Any]) -> set[str]:

@@ -14,11 +14,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import yaml
 
-from codegrep.config import check_keys, check_profile, load_profile, project_root, seed_everything, where
+from codegrep.config import (check_keys, check_profile, check_value, load_profile, parse_overrides, project_root,
+                             seed_everything, where)
 from codegrep.files import write_atomic
 
 NOTEBOOKS = ("01_mining", "02_environment", "03_training", "04_ablation",
@@ -83,10 +84,48 @@ def notebook_parameters(nb_path: Path) -> list[str]:
     return names
 
 
-def notebook_params(cfg: dict[str, Any], name: str, nb_path: Path) -> dict[str, Any]:
-    """``notebooks.<name>`` of the profile, each key checked against the notebook's parameters cell."""
+def stage_parameters(name: str) -> dict[str, tuple[Any, str | None]]:
+    """``(type, range)`` of each annotated parameter of the notebook's ``stage.run``, read from the stage module's
+    source (not imported: checking a value must not load torch); ranges from its ``PARAM_RANGES`` mapping.
+
+    >>> stage_parameters("03_training")["ceiling_tasks"]
+    (<class 'int'>, '>= 1')
+    """
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(STAGES[name])
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    ranges: dict[str, str] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == "PARAM_RANGES" and node.value is not None:
+            ranges = ast.literal_eval(node.value)
+    run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    names = {"int": int, "float": float, "bool": bool, "str": str, "None": None, "Path": Path, "Any": Any,
+             "list": list, "dict": dict}
+    out: dict[str, tuple[Any, str | None]] = {}
+    for arg in run.args.args + run.args.kwonlyargs:
+        if arg.annotation is not None:
+            try:
+                tp = eval(ast.unparse(arg.annotation), {"__builtins__": {}}, names)  # noqa: S307 (our own source)
+            except Exception:  # an annotation naming another class: its owner checks the value
+                continue
+            out[arg.arg] = (tp, ranges.get(arg.arg))
+    return out
+
+
+def notebook_params(cfg: dict[str, Any], name: str, nb_path: Path, overridden: Iterable[str] = ()) -> dict[str, Any]:
+    """``notebooks.<name>`` of the profile, each key checked against the notebook's parameters cell, and each value
+    its stage takes against ``stage.run``'s annotation and range (a value given by ``--set`` is named so)."""
     params = dict((cfg.get("notebooks") or {}).get(name) or {})
     check_keys(params, notebook_parameters(nb_path), where(cfg, f"notebooks.{name}"))
+    if params and name in STAGES:
+        rules, given = stage_parameters(name), set(overridden)
+        for key, value in params.items():
+            if key in rules:
+                dotted = f"notebooks.{name}.{key}"
+                check_value(value, *rules[key], f"--set {dotted}" if dotted in given else where(cfg, dotted))
     return params
 
 
@@ -208,13 +247,15 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
         output_dir(d, "--out")
     artifacts, figures = out / "artifacts", out / "figures"
     # profile and --set keys are checked before anything is written (an unknown key names itself)
-    cfg = load_profile(profile, list(overrides) + ([f"seed={seed}"] if seed is not None else []))
-    check_profile(cfg)
+    given = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
+    cfg = load_profile(profile, given)
+    overridden = parse_overrides(given)
+    check_profile(cfg, overridden)  # a wrong --set value is named as the --set it came from
     check_keys(cfg.get("notebooks"), NOTEBOOKS, where(cfg, "notebooks"))
     selected = select_notebooks(only)
     for name in selected:  # every notebook's parameters are checked before the first one runs
         if (notebooks_dir / f"{name}.ipynb").is_file():
-            notebook_params(cfg, name, notebooks_dir / f"{name}.ipynb")
+            notebook_params(cfg, name, notebooks_dir / f"{name}.ipynb", overridden)
     (artifacts / "notebooks").mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
     seed_everything(int(cfg["seed"]))

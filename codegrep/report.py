@@ -24,7 +24,7 @@ from codegrep.claims import Results, markdown_table, summary_rows
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.report_tables import CAPTIONS, agent_vs_bm25_figure, downstream_table, precision_table
 from codegrep.errors import UserError
-from codegrep.files import write_atomic
+from codegrep.files import json_loads, read_text, write_atomic
 
 KINDS = {"run": "measured", "measured": "measured", "model": "MODEL", "fit": "FIT", "simulation": "SIMULATION"}
 """How the report marks what produced a number (the same words as ``codegrep.plots.SOURCES``)."""
@@ -180,9 +180,27 @@ def _fmt(fmt: str, value: Any) -> str:
         return str(value)
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A run's JSON record (``run.json``, a headline): a corrupt or non-object file is one ``UserError`` naming it.
+
+    >>> import tempfile; p = Path(tempfile.mkdtemp()) / "run.json"; _ = p.write_text('{"a": 1,\\n')
+    >>> read_json_object(p)
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: .../run.json:2: invalid JSON (Expecting property name enclosed in double quotes)
+    """
+    try:
+        data = json_loads(read_text(path, "run record"), str(path))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: must be a JSON object, got {type(data).__name__}")
+    return data
+
+
 def read_headlines(artifacts: Path) -> dict[str, dict[str, Any]]:
     """Every headline record of a run, by notebook."""
-    return {p.stem: json.loads(p.read_text()) for p in sorted((Path(artifacts) / "headlines").glob("*.json"))}
+    return {p.stem: read_json_object(p) for p in sorted((Path(artifacts) / "headlines").glob("*.json"))}
 
 
 def _reason(head: dict[str, Any] | None, key: str, notebook: str, run: dict[str, Any]) -> str:
@@ -212,7 +230,7 @@ CAVEATS = {"threshold_observational_rounds": _rounds_caveat}
 def claim_rows(artifacts: Path) -> list[dict[str, str]]:
     """One row per claim: section, claim, paper (reference), this run (with interval), n, kind, note, reason."""
     run_path = Path(artifacts) / "run.json"
-    run = json.loads(run_path.read_text()) if run_path.is_file() else {}
+    run = read_json_object(run_path) if run_path.is_file() else {}
     heads = read_headlines(artifacts)
     rows = []
     for c in CLAIMS:
@@ -306,7 +324,7 @@ def build_report(artifacts: Path, figures: Path | None = None) -> tuple[Path, Pa
                         "`codegrep reproduce`)")
     figures = Path(figures) if figures is not None else artifacts.parent / "figures"
     run_path = artifacts / "run.json"
-    run = json.loads(run_path.read_text()) if run_path.is_file() else {}
+    run = read_json_object(run_path) if run_path.is_file() else {}
     md = _markdown(claim_rows(artifacts), run, figures, artifacts)
     md_path, html_path = artifacts / "report.md", artifacts / "report.html"
     write_atomic(md_path, md)
@@ -342,23 +360,25 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
     run_path = artifacts / "run.json"
     if not run_path.is_file() or not (artifacts / "headlines").is_dir():
         raise UserError(f"--save-results: {artifacts} holds no run.json and headlines/ (run `codegrep reproduce` first)")
-    profile = json.loads(run_path.read_text()).get("profile")
+    run = read_json_object(run_path)
+    profile = run.get("profile")
     if profile not in COMMITTED_PROFILES:
         raise UserError(f"--save-results: {run_path}: profile {profile!r} is not one of {COMMITTED_PROFILES}")
+    heads = read_headlines(artifacts)  # every input read (and refused if corrupt) before the committed copy goes
+    table = per_instance(artifacts)
     dest = Path(root or project_root()) / RESULTS_DIR / str(profile)
     if dest.exists():
         shutil.rmtree(dest)
     (dest / "headlines").mkdir(parents=True)
     shutil.copy2(run_path, dest / "run.json")
-    for h in sorted((artifacts / "headlines").glob("*.json")):
-        shutil.copy2(h, dest / "headlines" / h.name)
-    table = per_instance(artifacts)
+    for name in heads:
+        shutil.copy2(artifacts / "headlines" / f"{name}.json", dest / "headlines" / f"{name}.json")
     if table:
         write_atomic(dest / "per_instance.json", json.dumps(
             {"what": "P@1 per evaluation instance of each policy notebook 03 evaluated (artifacts/train/eval/) and "
                      "each retriever notebook 05 evaluated (artifacts/eval/), kept so a later run can be compared "
                      "with this one instance by instance",
-             "run_commit": json.loads(run_path.read_text()).get("git_commit"), "p_at_1": table}, indent=1, sort_keys=True))
+             "run_commit": run.get("git_commit"), "p_at_1": table}, indent=1, sort_keys=True))
     return dest
 
 
@@ -369,9 +389,12 @@ def per_instance(artifacts: Path) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for path in sorted(Path(artifacts).glob("train/eval/*/*.jsonl")) + sorted(Path(artifacts).glob("eval/*.jsonl")):
         rows = {}
-        for line in path.read_text().splitlines():
-            row = json.loads(line) if line.strip() else None
-            if row and "instance_id" in row and isinstance(row.get("p@1"), (int, float)):
+        for lineno, line in enumerate(read_text(path, "evaluation rows").splitlines(), 1):
+            try:
+                row = json_loads(line, f"{path}:{lineno}") if line.strip() else None
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+            if isinstance(row, dict) and "instance_id" in row and isinstance(row.get("p@1"), (int, float)):
                 rows[row["instance_id"]] = float(row["p@1"])
         if rows:
             out[f"{path.parent.name}/{path.stem}"] = dict(sorted(rows.items()))

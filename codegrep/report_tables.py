@@ -205,7 +205,8 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
                 r = json.loads(line)
             except ValueError:  # a partial last row of a killed run
                 continue
-            rows[r["instance_id"]] = r
+            if isinstance(r, dict) and "instance_id" in r:
+                rows[r["instance_id"]] = r
     return rows
 
 

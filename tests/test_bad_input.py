@@ -36,6 +36,8 @@ class Case:
     """Substrings the error line must contain (``{tmp}`` replaced): the file, line or argument."""
     files: dict[str, str | bytes] = field(default_factory=dict)
     dirs: list[str] = field(default_factory=list)
+    one_line: bool = False
+    """stderr is that one error line and nothing else (no usage dump before it)."""
 
 
 T = "{tmp}"
@@ -135,6 +137,16 @@ CASES = [
     Case("reproduce --set not KEY=VALUE", ["reproduce", "--profile", "ci", "--only", "01", "--set", "seed"],
          ["seed", "KEY=VALUE"]),
     Case("reproduce --only nosuch", ["reproduce", "--profile", "ci", "--only", "99"], ["99"]),
+    Case("reproduce notebook parameter out of range", ["reproduce", "--profile", "ci", "--only", "03", "--out",
+                                                       f"{T}/o", "--set", "notebooks.03_training.ceiling_tasks=-1"],
+         ["--set notebooks.03_training.ceiling_tasks", ">= 1"], one_line=True),
+    Case("reproduce notebook parameter ill-typed", ["reproduce", "--profile", "ci", "--only", "04", "--out", f"{T}/o",
+                                                    "--set", "notebooks.04_ablation.level=high"],
+         ["--set notebooks.04_ablation.level", "number"], one_line=True),
+    Case("reproduce split limit 0", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o", "--set",
+                                     "tasks.splits.train.limit=0"], ["--set tasks.splits.train.limit"], one_line=True),
+    Case("reproduce agent choice unknown", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o", "--set",
+                                            "agent.grep_view=nope"], ["--set agent.grep_view", "nope"], one_line=True),
     # ---- train: config YAML and --resume
     Case("train YAML syntax error", ["train", "--config", f"{T}/c.yaml"], ["c.yaml:3", "invalid YAML"],
          {"c.yaml": "seed: 1\nmax_steps: [1, 2\nfoo: 3\n"}),
@@ -154,6 +166,22 @@ CASES = [
     Case("train --efficiency-lambda nan", ["train", "--efficiency-lambda", "nan"], ["--efficiency-lambda"]),
     Case("train --seed x", ["train", "--seed", "x"], ["--seed"]),
     Case("train --config missing", ["train", "--config", f"{T}/nope.yaml"], ["nope.yaml"]),
+    # ---- --set values for TRL's GRPOConfig / CodeGrepArgs: refused before any work, as the --set the user wrote
+    Case("train --set ill-typed", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "learning_rate=abc"],
+         ["--set learning_rate=abc", "float"], one_line=True),
+    Case("train --set unknown field", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "max_stepz=3"],
+         ["--set max_stepz", "'max_steps'"], one_line=True),
+    Case("train --set model missing keeps an earlier run", ["train", "--config", "ci", "--out", f"{T}/runs", "--set",
+                                                          f"model={T}/nope"], [f"{T}/nope", "no such directory"],
+         {"runs/ci-advantage-lam0.1-s0/done.json": '{"seconds": 1.0, "steps": 1}'}, one_line=True),
+    Case("retrieve agent --model missing", ["retrieve", "--repo", T, "--retriever", "agent", "--model", f"{T}/nope",
+                                            "fix it"], [f"{T}/nope", "no such directory"], one_line=True),
+    Case("retrieve dense --model missing", ["retrieve", "--repo", T, "--retriever", "dense", "--model", f"{T}/nope",
+                                            "fix it"], [f"{T}/nope", "no such directory"], {"a.py": "x = 1\n"},
+         one_line=True),
+    Case("reproduce --set train value ill-typed", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                   "--set", "train.learning_rate=abc"],
+         ["--set train.learning_rate", "number"], one_line=True),
     # ---- other commands: numeric arguments, input and output paths
     Case("verify --timeout -1", ["verify", "--tasks", "x", "--timeout", "-1"], ["--timeout", "-1"]),
     Case("verify --timeout nan", ["verify", "--tasks", "x", "--timeout", "nan"], ["--timeout", "nan"]),
@@ -166,6 +194,17 @@ CASES = [
                                              f"{T}/nope.jsonl", "--out", f"{T}/d.jsonl"], ["nope.jsonl"],
          {"t.jsonl": jl(GOOD)}),
     Case("bench retrieve --files -1", ["bench", "retrieve", "--files", "-1", "--tasks", "none"], ["--files"]),
+    Case("bench env --concurrency 0", ["bench", "env", "--concurrency", "0"], ["--concurrency", "'0'"]),
+    Case("bench env --modes unknown", ["bench", "env", "--modes", "objects,nope"], ["--modes", "nope"]),
+    Case("bench train min above max", ["bench", "train", "--sft-min-tokens", "900", "--sft-max-tokens", "100"],
+         ["--sft-min-tokens 900", "--sft-max-tokens 100"], one_line=True),
+    Case("bench decode --result under a file", ["bench", "decode", "--result", f"{T}/f.txt/r.json"],
+         ["--result", "f.txt"], {"f.txt": "keep\n"}, one_line=True),
+    Case("bench demos --result under a file", ["bench", "demos", "--result", f"{T}/f.txt/r.json"],
+         ["--result", "f.txt"], {"f.txt": "keep\n"}, one_line=True),
+    Case("ablation study --result under a file", ["ablation", "study", "--config", "ci", "--seeds", "1", "--out",
+                                                  f"{T}/st", "--result", f"{T}/f.txt/r.json"],
+         ["--result", "f.txt"], {"f.txt": "keep\n"}, one_line=True),
     Case("mine --out is a directory", ["mine", "--out", f"{T}/outdir", f"{T}/t.jsonl"], ["--out", "outdir"],
          {"t.jsonl": jl(GOOD)}, ["outdir"]),
     Case("mine --format nosuch", ["mine", "--format", "nosuch", "--out", f"{T}/m.jsonl", f"{T}/t.jsonl"],
@@ -175,6 +214,11 @@ CASES = [
     Case("tool --repo missing", ["tool", "--repo", f"{T}/nosuch", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["nosuch"]),
     Case("report --artifacts missing", ["report", "--artifacts", f"{T}/nosuch"], ["nosuch"]),
+    Case("report corrupt run.json", ["report", "--artifacts", f"{T}/a"], [f"{T}/a/run.json:1", "invalid JSON"],
+         {"a/run.json": "{bad", "a/headlines/03_training.json": "{}"}, one_line=True),
+    Case("report corrupt headline", ["report", "--artifacts", f"{T}/a"],
+         [f"{T}/a/headlines/03_training.json:2", "invalid JSON"],
+         {"a/run.json": "{}", "a/headlines/03_training.json": '{"numbers": {},\n'}, one_line=True),
     Case("export a run that does not exist", ["export", f"{T}/nosuch"], ["nosuch"]),
     Case("tasks default --out is a file", ["tasks", "default", "--out", f"{T}/f.txt"], ["f.txt"], {"f.txt": "keep\n"}),
     Case("tool --timeout -1", ["tool", "--dir", T, "--timeout", "-1", '{"name": "grep", "arguments": {"pattern": "x"}}'],
@@ -215,6 +259,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_lost(case: Case, tmp_path, cap
     assert "Traceback" not in err, err
     assert rc == 2, f"rc {rc} (a silent result?)\nstdout: {out}\nstderr: {err}"
     last = err.strip().splitlines()[-1]
+    if case.one_line:
+        assert len(err.strip().splitlines()) == 1, err
     assert last.startswith(f"codegrep {argv[0]}: error: ") or last.startswith(f"codegrep {argv[0]}") and \
         ": error: " in last, err
     for name in case.names:

@@ -217,3 +217,24 @@ def test_save_results_commits_a_run_the_readme_generator_then_reads(tmp_path):
     (dest.parent / "smoke" / "headlines").mkdir(parents=True)
     (dest.parent / "smoke" / "run.json").write_text("{}")
     assert committed_run(tmp_path / "repo") == dest.parent / "smoke"  # a committed smoke run wins over ci
+
+
+@pytest.mark.parametrize("where", ["run.json", "headline", "evaluation row"])
+def test_save_results_refuses_a_corrupt_input_and_keeps_the_committed_copy(tmp_path, where):
+    """A corrupt file of the run is named (file and line) before the committed results it would replace are touched."""
+    from codegrep.errors import UserError
+    from codegrep.report import save_results
+
+    artifacts = _run(tmp_path / "run")
+    rows = artifacts / "train" / "eval" / "ci-run"
+    rows.mkdir(parents=True)
+    (rows / "GRPO.jsonl").write_text('{"instance_id": "a", "p@1": 1.0}\n')
+    bad = {"run.json": artifacts / "run.json", "headline": artifacts / "headlines" / "03_training.json",
+           "evaluation row": rows / "GRPO.jsonl"}[where]
+    bad.write_text(bad.read_text() + '{"instance_id": "b", "p@1"\n')
+    committed = tmp_path / "repo" / "docs" / "results" / "ci"
+    (committed / "headlines").mkdir(parents=True)
+    (committed / "run.json").write_text('{"profile": "ci", "git_commit": "old"}')
+    with pytest.raises(UserError, match=re.escape(str(bad)) + r":\d+: invalid JSON"):
+        save_results(artifacts, root=tmp_path / "repo")
+    assert (committed / "run.json").read_text() == '{"profile": "ci", "git_commit": "old"}'

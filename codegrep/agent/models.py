@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from codegrep.config import cache_dir
+from codegrep.errors import UserError
 
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -78,11 +79,26 @@ def resolve_model(name_or_path: str) -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"model directory {path} has no config.json")
+            raise UserError(f"model directory {path} has no config.json")
         return path
-    if path.exists() or name_or_path.count("/") != 1:
-        raise FileNotFoundError(f"model {name_or_path!r}: not 'smollm2', a model directory, or a hub id (owner/name)")
+    if path.exists() or not is_hub_id(name_or_path):
+        what = "no such directory" if not path.exists() else "not a directory"
+        raise UserError(f"model {name_or_path!r}: {what}; expected 'smollm2', a model directory or a hub id "
+                        "(owner/name)")
     return _hub_snapshot(name_or_path)
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` can only be a Hugging Face hub id (``owner/name``), never a local path.
+
+    >>> is_hub_id("HuggingFaceTB/SmolLM2-135M-Instruct"), is_hub_id("/nonexistent"), is_hub_id("./runs/x")
+    (True, False, False)
+    >>> is_hub_id("~/m"), is_hub_id("a/b/c"), is_hub_id("a/-b")
+    (False, False, False)
+    """
+    import re
+
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}", name) is not None
 
 
 def _hub_snapshot(repo_id: str) -> Path:

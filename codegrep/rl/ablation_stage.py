@@ -13,6 +13,8 @@ from codegrep.rl import ablation as ab
 from codegrep.rl import ablation_figures as figs
 
 NOTEBOOK = "04_ablation"
+PARAM_RANGES = {"level": "0..1"}
+"""Ranges of :func:`run`'s notebook parameters, checked before any notebook runs (``pipeline.notebook_params``)."""
 STUDY_KEYS = ("n_paired_seeds", "n_uninformative_seeds", "kl_ratio_geomean", "kl_ratio_lo", "kl_ratio_hi",
               "kl_log_ratio_lo", "kl_log_ratio_hi", "wall_seconds", "commit")
 """Keys of the committed mechanism study recorded in the headline (prefixed ``study_``)."""

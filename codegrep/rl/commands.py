@@ -36,7 +36,11 @@ def _study(args: argparse.Namespace) -> int:
     import shlex
     import sys
 
+    from codegrep.files import output_file
     from codegrep.rl.study import run_study
+
+    if args.result:
+        output_file(args.result, "--result")  # before hours of training, not after
 
     command = "codegrep " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["ablation"] else \
         f"codegrep ablation study --config {args.config} --seeds {args.seeds} --out {args.out}" + \
@@ -102,8 +106,11 @@ def register(subparsers: Any) -> None:
 def _bench(args: argparse.Namespace) -> int:
     import json
 
+    from codegrep.errors import UserError
     from codegrep.rl.bench import bench_train
 
+    if args.sft_min_tokens > args.sft_max_tokens:
+        raise UserError(f"--sft-min-tokens {args.sft_min_tokens} is above --sft-max-tokens {args.sft_max_tokens}")
     print(json.dumps(bench_train(sft_demos=args.sft_demos, sft_min_tokens=args.sft_min_tokens,
                                  sft_max_tokens=args.sft_max_tokens, sft_batch=args.sft_batch, group=args.group,
                                  prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens, turns=args.turns,
@@ -178,8 +185,10 @@ def _bench_decode(args: argparse.Namespace) -> int:
     from codegrep.agent.decode_bench import bench_decode
     from codegrep.agent.models import resolve_model
     from codegrep.config import load_profile
-    from codegrep.files import write_atomic
+    from codegrep.files import output_file, write_atomic
 
+    if args.result:
+        output_file(args.result, "--result")  # before the work, not after
     doc = bench_decode(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed)
     text = json.dumps(doc, indent=1)
     if args.result:
@@ -207,9 +216,13 @@ def _bench_demos(args: argparse.Namespace) -> int:
     import json
 
     from codegrep.config import load_profile
-    from codegrep.files import write_atomic
+    from codegrep.files import output_dir, output_file, write_atomic
     from codegrep.rl.curve import demos_curve
 
+    if args.result:  # before the work, not after
+        output_file(args.result, "--result")
+    if args.out:
+        output_dir(args.out, "--out")
     doc = demos_curve(load_profile(args.profile), args.config, args.tasks, args.dev, args.out, seed=args.seed,
                      first_turn=args.first_turn)
     text = json.dumps(doc, indent=1)

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple, NoReturn, Sequence
 
 from codegrep.config import ConfigError, check_fields, load_profile, load_yaml, project_root, section, seed_everything
 from codegrep.files import write_atomic
@@ -88,6 +88,39 @@ def _check_ranges(cg: Any, given: set[str], path: Path) -> None:
         check_fields(CodeGrepArgs, {key: value}, f"--set {key}" if key in given else f"{path}: {key}")
 
 
+def _as_set(message: str, overrides: dict[str, Any] | None) -> str:
+    """argparse's message about ``--key`` as the ``--set key=value`` the user wrote, where an override gave it.
+
+    >>> _as_set("argument --learning_rate/--learning-rate: invalid float value: 'abc'", {"learning_rate": "abc"})
+    "--set learning_rate=abc: invalid float value: 'abc'"
+    >>> _as_set("argument --seed: invalid int value: 'x'", {})
+    "argument --seed: invalid int value: 'x'"
+    """
+    for key, value in (overrides or {}).items():
+        head = f"argument --{key}"
+        if message.startswith(head + ":") or message.startswith(head + "/"):
+            return f"--set {key}={value}:" + message.split(":", 1)[1]
+    return message
+
+
+def _unknown_set(message: str, overrides: dict[str, Any] | None) -> str:
+    """HfArgumentParser's "not used" message as the ``--set`` key the user wrote, with the nearest real field."""
+    import dataclasses
+    import difflib
+
+    from trl import GRPOConfig
+
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    unknown = [k for k in (overrides or {}) if "not used by the HfArgumentParser" in message and f"'--{k}'" in message]
+    if not unknown:
+        return message
+    fields = [f.name for cls in (CodeGrepArgs, GRPOConfig) for f in dataclasses.fields(cls)]
+    near = difflib.get_close_matches(unknown[0], fields, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return f"--set {unknown[0]}: unknown setting (not a CodeGrepArgs or TRL GRPOConfig field){hint}"
+
+
 def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None,
                      argv: Sequence[str] = ()) -> TrainArgs:
     """(CodeGrepArgs, GRPOConfig) from a train YAML (or profile) plus overrides, through TRL's TrlParser: the
@@ -99,10 +132,17 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
     parser = TrlParser((CodeGrepArgs, GRPOConfig))
     path = train_config_path(config)
     args = ["--config", str(path), *overrides_to_argv(overrides), *argv]
+
+    def refuse(message: str) -> NoReturn:  # argparse's own refusals (an ill-typed value): one line, not TRL's usage
+        raise ConfigError(f"{path}: {_as_set(message, overrides)}")
+
+    parser.error = refuse  # type: ignore[method-assign]
     try:
         cg, grpo = parser.parse_args_and_config(args)
+    except ConfigError:
+        raise
     except ValueError as exc:  # TRL/HF refuse an unknown or ill-typed setting: name the file, keep it one line
-        raise ConfigError(f"{path}: {exc}") from None
+        raise ConfigError(f"{path}: {_unknown_set(str(exc), overrides)}") from None
     _check_ranges(cg, set(overrides or {}) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}, path)
     return TrainArgs(cg, grpo)
 
@@ -175,8 +215,11 @@ def train(cfg: dict[str, Any], args: TrainArgs | tuple[Any, Any]) -> Path:
     """Train one run of the resolved profile ``cfg`` (tasks, env and agent sections as given: notebook overrides
     reach training) with ``args`` (:func:`train_arguments` or :func:`parse_train_args`); returns its directory.
     A finished run is not retrained unless ``resume`` asks."""
+    from codegrep.agent.models import resolve_model
+
     cg, grpo = args
     run_dir = Path(cg.out) / cg.run_name(grpo.seed)
+    resolve_model(cg.model)  # a mistyped model fails here, before an earlier run of this name is replaced
     if not cg.resume and run_dir.exists():
         shutil.rmtree(run_dir)  # a fresh run never mixes with an older one's metrics or checkpoints
     resume_from = resume_checkpoint(run_dir) if cg.resume else None  # checked before the model loads

@@ -586,6 +586,8 @@ def data_ablation_figure(table: pd.DataFrame) -> Any:
 # --- the stage contract (codegrep.Stage): what notebook 03 calls ------------------------------------------------------
 
 NOTEBOOK = "03_training"
+PARAM_RANGES = {"eval_limit": ">= 1", "fidelity_runs": ">= 0", "ceiling_tasks": ">= 1"}
+"""Ranges of :func:`run`'s notebook parameters, checked before any notebook runs (``pipeline.notebook_params``)."""
 
 
 @dataclass
