@@ -76,11 +76,12 @@ def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | No
 
 
 def cmd_downstream(args: argparse.Namespace) -> int:
-    from codegrep.config import load_profile, section
+    from codegrep.config import check_profile, load_profile, parse_overrides, section
     from codegrep.downstream.factory import make_agent
     from codegrep.downstream.agent_runs import load_candidates, paired_compare, read_results, run_downstream, summarize
 
     cfg = load_profile(args.profile, args.set)
+    check_profile(cfg, parse_overrides(args.set or []))  # every --set value, used by this run or not, before work
     ds = section(cfg, "downstream")
     if args.hint_precision is not None:
         return cmd_hint_experiment(args, cfg, ds)
@@ -267,13 +268,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     import sys
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    from codegrep.config import load_profile, section
+    from codegrep.config import check_profile, load_profile, parse_overrides, section
     from codegrep.data.repos import RepoResolver
     from codegrep.data.tasks import load_tasks
     from codegrep.downstream.agents import config_from_section
     from codegrep.downstream.verify import RECIPES, Verifier, VerifyConfig, patch_text
 
-    ds = section(load_profile(args.profile, args.set), "downstream")
+    cfg = load_profile(args.profile, args.set)
+    check_profile(cfg, parse_overrides(args.set or []))
+    ds = section(cfg, "downstream")
     vcfg = config_from_section(ds, "verify", VerifyConfig, "timeout", args.timeout)  # --timeout overrides
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
