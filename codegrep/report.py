@@ -521,6 +521,20 @@ def _html(md: str, base: Path) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.replicates is not None:
+        from codegrep.config import project_root
+        from codegrep.files import output_file
+        from codegrep.replicates import replicate_pairs, replicates_text, run_dirs
+
+        output_file(args.replicates, "--replicates")
+        results = Path(args.results) if args.results is not None else project_root() / RESULTS_DIR
+        dirs = run_dirs(results)
+        if not dirs:
+            raise UserError(f"--results {results}: no committed run with a per_instance.json")
+        doc = replicate_pairs(dirs)
+        write_atomic(args.replicates, json.dumps(doc, indent=1) + "\n")
+        print(replicates_text(doc))
+        return 0
     if args.save_results:
         print(f"saved {save_results(args.artifacts)}")
     if args.readme is not None:
@@ -552,6 +566,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rewrite the headline table between the markers of this README from the committed results")
     p.add_argument("--results", type=Path, default=None,
                    help=f"with --readme: the committed run directory (default: the first of "
-                        f"{RESULTS_DIR}/{{{','.join(COMMITTED_PROFILES)}}} present)")
+                        f"{RESULTS_DIR}/{{{','.join(COMMITTED_PROFILES)}}} present); with --replicates: the results "
+                        f"folder (default {RESULTS_DIR})")
     p.add_argument("--check", action="store_true", help="with --readme: exit 1 if the table would change, write nothing")
+    p.add_argument("--replicates", type=Path, default=None, metavar="OUT.json",
+                   help="compare the committed runs instance by instance (each run's per_instance.json under --results, "
+                        f"default {RESULTS_DIR}): GRPO vs warm start, warm start vs grep heuristic ... won/lost per run "
+                        "and pooled with a sign test; writes OUT.json and prints the lines")
     p.set_defaults(func=_cmd_report)

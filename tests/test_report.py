@@ -238,3 +238,26 @@ def test_save_results_refuses_a_corrupt_input_and_keeps_the_committed_copy(tmp_p
     with pytest.raises(UserError, match=re.escape(str(bad)) + r":\d+: invalid JSON"):
         save_results(artifacts, root=tmp_path / "repo")
     assert (committed / "run.json").read_text() == '{"profile": "ci", "git_commit": "old"}'
+
+
+def test_replicates_pool_runs_instance_by_instance_and_count_a_reused_run_once(tmp_path, capsys):
+    """`report --replicates`: won/lost per run on the instances both policies have, pooled over distinct runs."""
+    from codegrep import cli
+
+    results = tmp_path / "results"
+    rows = {"smoke": ({"a": 1.0, "b": 0.0, "c": 0.0}, {"a": 1.0, "b": 1.0, "c": 1.0}),
+            "replicates/r1": ({"a": 0.0, "b": 1.0}, {"a": 1.0, "b": 1.0}),
+            "replicates/r2": ({"a": 0.0, "b": 1.0}, {"a": 1.0, "b": 1.0})}  # r2 re-uses r1's rows
+    for name, (grpo, warm) in rows.items():
+        (results / name).mkdir(parents=True)
+        (results / name / "per_instance.json").write_text(json.dumps(
+            {"run_commit": name, "p_at_1": {"x/GRPO": grpo, "x/warm_start": warm, "eval/bm25": {"a": 1.0}}}))
+    out = tmp_path / "pairs.json"
+    assert cli.main(["report", "--replicates", str(out), "--results", str(results)]) == 0
+    doc = json.loads(out.read_text())
+    pooled = doc["pooled"]["GRPO vs warm_start"]
+    assert (pooled["won"], pooled["lost"], pooled["n"], pooled["runs"]) == (0, 3, 5, 2)
+    assert [r["run"] for r in doc["runs"]] == ["smoke", "r1", "r2"]
+    assert doc["runs"][2]["GRPO vs warm_start"]["repeat_of_an_earlier_run"]
+    assert doc["pooled"]["GRPO vs bm25"]["n"] == 2  # only the instances both have, r2 (a repeat) not again
+    assert "sign test p = 0.250" in capsys.readouterr().out

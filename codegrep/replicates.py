@@ -1,0 +1,136 @@
+"""Stage effects across committed runs, instance by instance (``codegrep report --replicates``).
+
+One cold smoke run evaluates each policy on the same 86 instances, so its paired differences are small samples
+(one instance is 0.012 of P@1). Every committed run keeps its per-instance P@1 (``per_instance.json``, written by
+``report --save-results``); this module reads the committed run and its replicates, counts for each run the
+instances a policy won and lost against another on the same instances, and pools the counts over runs with an
+exact two-sided sign test. Runs whose rows for a pair are identical (a run re-used by a later notebook) count once.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+PAIRS = (("GRPO", "warm_start"), ("warm_start", "grep-heuristic"), ("GRPO", "grep-heuristic"), ("GRPO", "bm25"))
+"""(policy, against) pairs compared in every run that has both."""
+
+
+def policy_name(key: str) -> str:
+    """A per-instance table's key as a policy or retriever name.
+
+    >>> policy_name("smoke-gated-lam0.1-s0/GRPO"), policy_name("eval/grep-heuristic"), policy_name("p_at_1_bm25")
+    ('GRPO', 'grep-heuristic', 'bm25')
+    >>> policy_name("p_at_1_grpo")
+    'GRPO'
+    """
+    leaf = key.rsplit("/", 1)[-1]
+    if leaf.startswith("p_at_1_"):
+        leaf = leaf[len("p_at_1_"):]
+    return "GRPO" if leaf.lower() == "grpo" else leaf
+
+
+def tables(per_instance: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """``{policy: {instance_id: P@1}}`` from a ``per_instance.json`` (the current layout under ``p_at_1``, or an
+    older one with ``p_at_1_<policy>`` keys at the top).
+
+    >>> tables({"p_at_1": {"r/GRPO": {"a": 1.0}, "eval/bm25": {"a": 0.0}}})
+    {'GRPO': {'a': 1.0}, 'bm25': {'a': 0.0}}
+    >>> tables({"p_at_1_grpo": {"a": 1.0}, "what": "..."})
+    {'GRPO': {'a': 1.0}}
+    """
+    source = per_instance.get("p_at_1") if isinstance(per_instance.get("p_at_1"), dict) else {
+        k: v for k, v in per_instance.items() if k.startswith("p_at_1_")}
+    return {policy_name(k): v for k, v in source.items() if isinstance(v, dict)}
+
+
+def won_lost(a: dict[str, float], b: dict[str, float]) -> tuple[int, int, int]:
+    """(instances where ``a`` beats ``b``, where it loses, instances both have).
+
+    >>> won_lost({"x": 1.0, "y": 0.0, "z": 1.0}, {"x": 0.0, "y": 1.0, "z": 1.0, "w": 0.0})
+    (1, 1, 3)
+    """
+    common = a.keys() & b.keys()
+    return (sum(a[i] > b[i] for i in common), sum(a[i] < b[i] for i in common), len(common))
+
+
+def sign_test_p(won: int, lost: int) -> float:
+    """Exact two-sided sign test of ``won`` against ``lost`` (ties dropped): the chance of a split at least this
+    uneven if either side were equally likely to win an untied instance.
+
+    >>> round(sign_test_p(2, 9), 3), sign_test_p(3, 3), sign_test_p(0, 0)
+    (0.065, 1.0, 1.0)
+    """
+    n = won + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(won, lost) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def run_dirs(results: Path) -> list[Path]:
+    """The committed run directories under ``results`` (``docs/results``) that hold a ``per_instance.json``: the
+    profiles' own first, then ``replicates/*`` by name."""
+    own = [results / p for p in ("paper", "smoke", "ci") if (results / p / "per_instance.json").is_file()]
+    return own + sorted(p.parent for p in (results / "replicates").glob("*/per_instance.json"))
+
+
+def replicate_pairs(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = PAIRS) -> dict[str, Any]:
+    """Per run and pooled: P@1 of each policy of a pair and the instances won and lost, on the instances both have.
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp())
+    >>> for name, g in (("r1", {"a": 0.0, "b": 1.0}), ("r2", {"a": 0.0, "b": 0.0})):
+    ...     (root / name).mkdir()
+    ...     _ = (root / name / "per_instance.json").write_text(json.dumps(
+    ...         {"run_commit": name, "p_at_1": {"x/GRPO": g, "x/warm_start": {"a": 1.0, "b": 1.0}}}))
+    >>> out = replicate_pairs([root / "r1", root / "r2"], [("GRPO", "warm_start")])
+    >>> out["pooled"]["GRPO vs warm_start"]["won"], out["pooled"]["GRPO vs warm_start"]["lost"]
+    (0, 3)
+    """
+    from codegrep.report import read_json_object
+
+    runs, seen, pooled = [], set(), {}
+    for d in dirs:
+        doc = read_json_object(Path(d) / "per_instance.json")
+        tab = tables(doc)
+        row: dict[str, Any] = {"run": Path(d).name, "commit": str(doc.get("run_commit") or "")[:7]}
+        for a, b in pairs:
+            if a not in tab or b not in tab:
+                continue
+            key = f"{a} vs {b}"
+            fingerprint = (key, json.dumps(tab[a], sort_keys=True), json.dumps(tab[b], sort_keys=True))
+            won, lost, n = won_lost(tab[a], tab[b])
+            common = tab[a].keys() & tab[b].keys()
+            row[key] = {"won": won, "lost": lost, "n": n, "p_at_1": round(sum(tab[a][i] for i in common) / n, 4),
+                        "p_at_1_against": round(sum(tab[b][i] for i in common) / n, 4),
+                        "repeat_of_an_earlier_run": fingerprint in seen}
+            if fingerprint not in seen:
+                seen.add(fingerprint)
+                total = pooled.setdefault(key, {"won": 0, "lost": 0, "n": 0, "runs": 0})
+                total["won"] += won
+                total["lost"] += lost
+                total["n"] += n
+                total["runs"] += 1
+        runs.append(row)
+    for total in pooled.values():
+        total["sign_test_p"] = round(sign_test_p(total["won"], total["lost"]), 4)
+    return {"what": "instances won and lost per pair of policies on the same evaluation instances, per committed run "
+                    "and pooled over distinct runs (exact two-sided sign test); the runs may differ in settings and "
+                    "host (docs/training.md says what each is); SMALL samples: each run is one smoke run on the "
+                    "evaluation split", "runs": runs, "pooled": pooled}
+
+
+def replicates_text(doc: dict[str, Any]) -> str:
+    """The pairs as lines a reader can scan: one per run and pair, then the pooled counts."""
+    lines = []
+    for row in doc["runs"]:
+        for key, v in row.items():
+            if isinstance(v, dict):
+                again = " (same rows as an earlier run: not pooled)" if v["repeat_of_an_earlier_run"] else ""
+                lines.append(f"{row['run']:<28} {key:<28} P@1 {v['p_at_1']:.3f} vs {v['p_at_1_against']:.3f}  "
+                             f"won {v['won']:>2} lost {v['lost']:>2} of {v['n']}{again}")
+    for key, v in doc["pooled"].items():
+        lines.append(f"{'pooled (' + str(v['runs']) + ' runs)':<28} {key:<28} won {v['won']} lost {v['lost']} of "
+                     f"{v['n']}, sign test p = {v['sign_test_p']:.3f}")
+    return "\n".join(lines)
