@@ -212,3 +212,22 @@ def json_loads(data: "str | bytes", source: str) -> Any:
 
 MAX_JSON_DEPTH = 900
 """Nesting the JSON parsers accept (Python's own recursion limit, about 1000, is what stops them)."""
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file (a run's ``run.json``, a headline): a corrupt or non-object file is one ``UserError`` naming it.
+
+    >>> import tempfile; p = Path(tempfile.mkdtemp()) / "run.json"; _ = p.write_text('{"a": 1,\\n')
+    >>> read_json_object(p)
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: .../run.json:2: invalid JSON (Expecting property name enclosed in double quotes)
+    """
+    try:
+        data = json_loads(read_text(path, "run record"), str(path))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: must be a JSON object, got {type(data).__name__}")
+    return data
+

@@ -88,7 +88,7 @@ def replicate_pairs(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = PAI
     >>> out["pooled"]["GRPO vs warm_start"]["won"], out["pooled"]["GRPO vs warm_start"]["lost"]
     (0, 3)
     """
-    from codegrep.report import read_json_object
+    from codegrep.files import read_json_object
 
     runs, seen, pooled = [], set(), {}
     for d in dirs:

@@ -24,7 +24,7 @@ from codegrep.claims import Results, markdown_table, summary_rows
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.report_tables import CAPTIONS, agent_vs_bm25_figure, downstream_table, precision_table
 from codegrep.errors import UserError
-from codegrep.files import json_loads, read_text, write_atomic
+from codegrep.files import json_loads, read_json_object, read_text, write_atomic
 
 KINDS = {"run": "measured", "measured": "measured", "model": "MODEL", "fit": "FIT", "simulation": "SIMULATION"}
 """How the report marks what produced a number (the same words as ``codegrep.plots.SOURCES``)."""
@@ -178,24 +178,6 @@ def _fmt(fmt: str, value: Any) -> str:
         return fmt.format(value)
     except (ValueError, TypeError):
         return str(value)
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A run's JSON record (``run.json``, a headline): a corrupt or non-object file is one ``UserError`` naming it.
-
-    >>> import tempfile; p = Path(tempfile.mkdtemp()) / "run.json"; _ = p.write_text('{"a": 1,\\n')
-    >>> read_json_object(p)
-    Traceback (most recent call last):
-    ...
-    codegrep.errors.UserError: .../run.json:2: invalid JSON (Expecting property name enclosed in double quotes)
-    """
-    try:
-        data = json_loads(read_text(path, "run record"), str(path))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: must be a JSON object, got {type(data).__name__}")
-    return data
 
 
 def read_headlines(artifacts: Path) -> dict[str, dict[str, Any]]:

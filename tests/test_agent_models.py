@@ -42,10 +42,14 @@ def test_converted_model_is_plain_and_has_trls_tool_template(smollm2_dir):
 
 
 def test_resolve_model_errors_are_clear(tmp_path, monkeypatch):
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    from codegrep.errors import UserError
+
+    with pytest.raises(UserError, match="no config.json"):
         resolve_model(str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="not 'smollm2'"):
+    with pytest.raises(UserError, match="'no-such-model': no such directory; expected 'smollm2'"):
         resolve_model("no-such-model")
+    with pytest.raises(UserError, match="no such directory"):  # a path, even one shaped like owner/name
+        resolve_model(str(tmp_path / "runs" / "final"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE"):
