@@ -214,20 +214,24 @@ MAX_JSON_DEPTH = 900
 """Nesting the JSON parsers accept (Python's own recursion limit, about 1000, is what stops them)."""
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON object file (a run's ``run.json``, a headline): a corrupt or non-object file is one ``UserError`` naming it.
+def read_json(path: "str | os.PathLike", what: str = "file") -> Any:
+    """A JSON file's value; missing, not UTF-8, malformed (``file:line``) or nested too deeply is one ``UserError``.
 
     >>> import tempfile; p = Path(tempfile.mkdtemp()) / "run.json"; _ = p.write_text('{"a": 1,\\n')
-    >>> read_json_object(p)
+    >>> read_json(p)
     Traceback (most recent call last):
     ...
-    codegrep.errors.UserError: .../run.json:2: invalid JSON (Expecting property name enclosed in double quotes)
+    codegrep.errors.UserError: .../run.json:2: invalid JSON: Expecting property name enclosed in double quotes
     """
     try:
-        data = json_loads(read_text(path, "run record"), str(path))
+        return json_loads(read_text(path, what), str(path))
     except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+
+
+def read_json_object(path: "str | os.PathLike") -> dict[str, Any]:
+    """:func:`read_json` of a file that must hold one JSON object (a run's ``run.json``, a headline)."""
+    data = read_json(path, "run record")
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a JSON object, got {type(data).__name__}")
     return data
-

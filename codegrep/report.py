@@ -375,7 +375,7 @@ def per_instance(artifacts: Path) -> dict[str, dict[str, float]]:
             try:
                 row = json_loads(line, f"{path}:{lineno}") if line.strip() else None
             except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+                raise UserError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
             if isinstance(row, dict) and "instance_id" in row and isinstance(row.get("p@1"), (int, float)):
                 rows[row["instance_id"]] = float(row["p@1"])
         if rows:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from codegrep.errors import UserError
-from codegrep.files import MAX_JSON_DEPTH, atomic_write, json_loads, read_text
+from codegrep.files import MAX_JSON_DEPTH, atomic_write, read_json
 from codegrep.data.patches import FileChange, gold_files_from_patch, patch_changes, patch_files  # noqa: F401
 
 if TYPE_CHECKING:
@@ -148,10 +148,7 @@ def _rows_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
 
 
 def _rows_json(path: Path) -> Iterator[tuple[str, Any]]:
-    try:
-        data = json_loads(read_text(path, "tasks file"), str(path))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+    data = read_json(path, "tasks file")
     if not isinstance(data, list):
         raise UserError(f"{path}: expected a JSON list of task objects, got {type(data).__name__}")
     for i, row in enumerate(data):

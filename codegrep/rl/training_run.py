@@ -104,21 +104,20 @@ def _as_set(message: str, overrides: dict[str, Any] | None) -> str:
 
 
 def _unknown_set(message: str, overrides: dict[str, Any] | None) -> str:
-    """HfArgumentParser's "not used" message as the ``--set`` key the user wrote, with the nearest real field."""
+    """HfArgumentParser's "not used" message as the ``--set`` key the user wrote, in the one wording of an unknown
+    key (``config.unknown_key_error``: close matches, then the known fields)."""
     import dataclasses
-    import difflib
 
     from trl import GRPOConfig
 
+    from codegrep.config import unknown_key_error
     from codegrep.rl.trainer import CodeGrepArgs
 
     unknown = [k for k in (overrides or {}) if "not used by the HfArgumentParser" in message and f"'--{k}'" in message]
     if not unknown:
         return message
     fields = [f.name for cls in (CodeGrepArgs, GRPOConfig) for f in dataclasses.fields(cls)]
-    near = difflib.get_close_matches(unknown[0], fields, n=1)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
-    return f"--set {unknown[0]}: unknown setting (not a CodeGrepArgs or TRL GRPOConfig field){hint}"
+    return str(unknown_key_error(unknown[0], fields, f"--set {unknown[0]}"))
 
 
 def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None,
