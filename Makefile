@@ -8,6 +8,9 @@ PROFILE ?= smoke
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS  ?=
 ARGS    ?=
+# Test processes: pytest-xdist, one per core up to 2, whole files per process (`--dist loadfile`), so the module
+# fixture that executes the six notebooks runs once; JOBS=1 runs the suite in one process.
+JOBS    ?= $(shell $(PYTHON) -c "import os; print(max(1, min(2, len(os.sched_getaffinity(0)))))")
 
 .PHONY: install reproduce lint test test-fast notebooks-ci report clean-cache
 
@@ -31,10 +34,10 @@ lint: install
 
 # Lint, then the test suite, which also executes every notebook on the `ci` profile and checks their numbers.
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadfile $(ARGS)
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" $(ARGS)
+	$(PY) -m pytest -q -m "not slow" -n $(JOBS) --dist loadfile $(ARGS)
 
 report: install
 	$(VENV)/bin/codegrep report --artifacts artifacts
