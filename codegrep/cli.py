@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 import traceback
+from typing import NoReturn
 
 from codegrep.errors import user_message
 
@@ -26,8 +27,27 @@ COMMAND_MODULES = (
 )
 
 
+class CliParser(argparse.ArgumentParser):
+    """argparse whose refusals are one line on stderr, exit 2, with no usage dump before it; every sub-command
+    parser inherits it (``add_subparsers`` builds sub-parsers of the parent's class).
+
+    >>> import contextlib, io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     try:
+    ...         CliParser(prog="codegrep x").parse_args(["--nope"])
+    ...     except SystemExit as exc:
+    ...         code = exc.code
+    >>> code, err.getvalue()
+    (2, "codegrep x: error: unrecognized arguments: --nope (see 'codegrep x --help')\\n")
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="codegrep", description=__doc__.splitlines()[0])
+    parser = CliParser(prog="codegrep", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser("bench", help="benchmarks that print ratios against baselines measured in the same run")
     bench_sub = bench.add_subparsers(dest="bench", required=True)

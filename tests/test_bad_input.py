@@ -36,8 +36,9 @@ class Case:
     """Substrings the error line must contain (``{tmp}`` replaced): the file, line or argument."""
     files: dict[str, str | bytes] = field(default_factory=dict)
     dirs: list[str] = field(default_factory=list)
-    one_line: bool = False
-    """stderr is that one error line and nothing else (no usage dump before it)."""
+    one_line: bool = True
+    """stderr is that one error line and nothing else (no usage dump before it; argparse refusals included,
+    ``codegrep.cli.CliParser``); False only where a command legitimately says more before it."""
 
 
 T = "{tmp}"
@@ -139,14 +140,14 @@ CASES = [
     Case("reproduce --only nosuch", ["reproduce", "--profile", "ci", "--only", "99"], ["99"]),
     Case("reproduce notebook parameter out of range", ["reproduce", "--profile", "ci", "--only", "03", "--out",
                                                        f"{T}/o", "--set", "notebooks.03_training.ceiling_tasks=-1"],
-         ["--set notebooks.03_training.ceiling_tasks", ">= 1"], one_line=True),
+         ["--set notebooks.03_training.ceiling_tasks", ">= 1"]),
     Case("reproduce notebook parameter ill-typed", ["reproduce", "--profile", "ci", "--only", "04", "--out", f"{T}/o",
                                                     "--set", "notebooks.04_ablation.level=high"],
-         ["--set notebooks.04_ablation.level", "number"], one_line=True),
+         ["--set notebooks.04_ablation.level", "number"]),
     Case("reproduce split limit 0", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o", "--set",
-                                     "tasks.splits.train.limit=0"], ["--set tasks.splits.train.limit"], one_line=True),
+                                     "tasks.splits.train.limit=0"], ["--set tasks.splits.train.limit"]),
     Case("reproduce agent choice unknown", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o", "--set",
-                                            "agent.grep_view=nope"], ["--set agent.grep_view", "nope"], one_line=True),
+                                            "agent.grep_view=nope"], ["--set agent.grep_view", "nope"]),
     # ---- train: config YAML and --resume
     Case("train YAML syntax error", ["train", "--config", f"{T}/c.yaml"], ["c.yaml:3", "invalid YAML"],
          {"c.yaml": "seed: 1\nmax_steps: [1, 2\nfoo: 3\n"}),
@@ -168,20 +169,20 @@ CASES = [
     Case("train --config missing", ["train", "--config", f"{T}/nope.yaml"], ["nope.yaml"]),
     # ---- --set values for TRL's GRPOConfig / CodeGrepArgs: refused before any work, as the --set the user wrote
     Case("train --set ill-typed", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "learning_rate=abc"],
-         ["--set learning_rate=abc", "float"], one_line=True),
+         ["--set learning_rate=abc", "float"]),
     Case("train --set unknown field", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "max_stepz=3"],
-         ["--set max_stepz", "'max_steps'"], one_line=True),
+         ["--set max_stepz", "'max_steps'"]),
     Case("train --set model missing keeps an earlier run", ["train", "--config", "ci", "--out", f"{T}/runs", "--set",
                                                           f"model={T}/nope"], [f"{T}/nope", "no such directory"],
-         {"runs/ci-advantage-lam0.1-s0/done.json": '{"seconds": 1.0, "steps": 1}'}, one_line=True),
+         {"runs/ci-advantage-lam0.1-s0/done.json": '{"seconds": 1.0, "steps": 1}'}),
     Case("retrieve agent --model missing", ["retrieve", "--repo", T, "--retriever", "agent", "--model", f"{T}/nope",
-                                            "fix it"], [f"{T}/nope", "no such directory"], one_line=True),
+                                            "fix it"], [f"{T}/nope", "no such directory"]),
     Case("retrieve dense --model missing", ["retrieve", "--repo", T, "--retriever", "dense", "--model", f"{T}/nope",
                                             "fix it"], [f"{T}/nope", "no such directory"], {"a.py": "x = 1\n"},
          one_line=True),
     Case("reproduce --set train value ill-typed", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
                                                    "--set", "train.learning_rate=abc"],
-         ["--set train.learning_rate", "number"], one_line=True),
+         ["--set train.learning_rate", "number"]),
     # ---- other commands: numeric arguments, input and output paths
     Case("verify --timeout -1", ["verify", "--tasks", "x", "--timeout", "-1"], ["--timeout", "-1"]),
     Case("verify --timeout nan", ["verify", "--tasks", "x", "--timeout", "nan"], ["--timeout", "nan"]),
@@ -189,9 +190,9 @@ CASES = [
     Case("downstream --limit 0", ["downstream", "--tasks", "x", "--out", "o", "--limit", "0"], ["--limit"]),
     Case("downstream --set value ill-typed", ["downstream", "--tasks", "mined", "--candidates", "none", "--out",
                                               f"{T}/d.jsonl", "--set", "downstream.threshold.grid=abc"],
-         ["--set downstream.threshold.grid"], one_line=True),
+         ["--set downstream.threshold.grid"]),
     Case("verify --set value ill-typed", ["verify", "--tasks", "x", "--set", "downstream.verify.timeout=abc"],
-         ["--set downstream.verify.timeout"], one_line=True),
+         ["--set downstream.verify.timeout"]),
     Case("downstream --candidates corrupt", ["downstream", "--tasks", f"{T}/t.jsonl", "--candidates", f"{T}/c.jsonl",
                                              "--out", f"{T}/d.jsonl"], ["c.jsonl:2"],
          {"t.jsonl": jl(GOOD), "c.jsonl": jl({"instance_id": "o__n-1", "files": []}) + "GARBAGE\n"}),
@@ -202,14 +203,14 @@ CASES = [
     Case("bench env --concurrency 0", ["bench", "env", "--concurrency", "0"], ["--concurrency", "'0'"]),
     Case("bench env --modes unknown", ["bench", "env", "--modes", "objects,nope"], ["--modes", "nope"]),
     Case("bench train min above max", ["bench", "train", "--sft-min-tokens", "900", "--sft-max-tokens", "100"],
-         ["--sft-min-tokens 900", "--sft-max-tokens 100"], one_line=True),
+         ["--sft-min-tokens 900", "--sft-max-tokens 100"]),
     Case("bench decode --result under a file", ["bench", "decode", "--result", f"{T}/f.txt/r.json"],
-         ["--result", "f.txt"], {"f.txt": "keep\n"}, one_line=True),
+         ["--result", "f.txt"], {"f.txt": "keep\n"}),
     Case("bench demos --result under a file", ["bench", "demos", "--result", f"{T}/f.txt/r.json"],
-         ["--result", "f.txt"], {"f.txt": "keep\n"}, one_line=True),
+         ["--result", "f.txt"], {"f.txt": "keep\n"}),
     Case("ablation study --result under a file", ["ablation", "study", "--config", "ci", "--seeds", "1", "--out",
                                                   f"{T}/st", "--result", f"{T}/f.txt/r.json"],
-         ["--result", "f.txt"], {"f.txt": "keep\n"}, one_line=True),
+         ["--result", "f.txt"], {"f.txt": "keep\n"}),
     Case("mine --out is a directory", ["mine", "--out", f"{T}/outdir", f"{T}/t.jsonl"], ["--out", "outdir"],
          {"t.jsonl": jl(GOOD)}, ["outdir"]),
     Case("mine --format nosuch", ["mine", "--format", "nosuch", "--out", f"{T}/m.jsonl", f"{T}/t.jsonl"],
@@ -220,14 +221,16 @@ CASES = [
          ["nosuch"]),
     Case("report --artifacts missing", ["report", "--artifacts", f"{T}/nosuch"], ["nosuch"]),
     Case("report corrupt run.json", ["report", "--artifacts", f"{T}/a"], [f"{T}/a/run.json:1", "invalid JSON"],
-         {"a/run.json": "{bad", "a/headlines/03_training.json": "{}"}, one_line=True),
+         {"a/run.json": "{bad", "a/headlines/03_training.json": "{}"}),
     Case("report corrupt headline", ["report", "--artifacts", f"{T}/a"],
          [f"{T}/a/headlines/03_training.json:2", "invalid JSON"],
-         {"a/run.json": "{}", "a/headlines/03_training.json": '{"numbers": {},\n'}, one_line=True),
+         {"a/run.json": "{}", "a/headlines/03_training.json": '{"numbers": {},\n'}),
     Case("export a run that does not exist", ["export", f"{T}/nosuch"], ["nosuch"]),
     Case("tasks default --out is a file", ["tasks", "default", "--out", f"{T}/f.txt"], ["f.txt"], {"f.txt": "keep\n"}),
     Case("tool --timeout -1", ["tool", "--dir", T, "--timeout", "-1", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
+    Case("bench policies: --run without a run record", ["bench", "policies", "--run", f"{T}/r", "--out", f"{T}/o"],
+         ["--run", "config.json"], dirs=["r"]),
     Case("tool --timeout nan", ["tool", "--dir", T, "--timeout", "nan", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
 ]
@@ -240,7 +243,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     try:
         rc = cli.main(argv)
-    except SystemExit as exc:  # argparse refuses an argument: exit 2, usage + one error line
+    except SystemExit as exc:  # argparse refuses an argument: exit 2, one error line (CliParser)
         rc = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return rc, out, err

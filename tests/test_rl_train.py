@@ -62,6 +62,26 @@ def test_cli_train_writes_metrics_config_and_exports(two_step_run):
     assert "advantage" in card and (two_step_run / "export" / "config.json").is_file()
 
 
+def test_bench_policies_checks_the_runs_two_policies_on_train_tasks_it_never_used(two_step_run, tmp_path):
+    """``bench policies``: the run's initial policy and its GRPO policy on a real train task that was neither a
+    demonstration nor a GRPO prompt (nor an evaluation instance), paired, with the policy the check keeps."""
+    from codegrep.config import load_profile
+    from codegrep.data.tasks import evaluation_instance_ids
+
+    result = tmp_path / "check.json"
+    assert main(["bench", "policies", "--run", str(two_step_run), "--profile", "ci", "--limit", "1",
+                 "--out", str(tmp_path / "rows"), "--result", str(result)]) == 0
+    doc = json.loads(result.read_text())
+    manifest = json.loads((two_step_run / "manifest.json").read_text())
+    used = set(manifest["grpo_prompts"]) | {d["instance_id"] for d in manifest["sft_demonstrations"]}
+    assert doc["n_tasks"] == len(doc["task_ids"]) == 1 and doc["n_used_tasks"] == len(used)
+    assert not set(doc["task_ids"]) & (used | evaluation_instance_ids(load_profile("ci")))
+    assert all(t.startswith("sympy__sympy-") for t in doc["task_ids"])  # real issues only
+    for arm in ("warm_start", "grpo"):
+        assert len(doc[arm]["per_task"]) == 1 and doc[arm]["p_at_1"] in (0.0, 1.0)
+    assert doc["grpo_won"] + doc["grpo_lost"] <= 1 and doc["keep"] in ("GRPO", "warm start")
+
+
 def test_resume_continues_bit_for_bit(two_step_run, tmp_path):
     base = ["train", "--config", "ci", "--out", str(tmp_path), "--name", "resumed", *TINY]
     assert main([*base, "--max-steps", "1"]) == 0

@@ -165,6 +165,19 @@ def register_bench(bench_subparsers: Any) -> None:
     d.add_argument("--out", default="artifacts/bench/demos", help="cache of the points' models and rows")
     d.add_argument("--result", help="also write the JSON here (e.g. docs/results/bench_demos.json), and its figure beside it (.png)")
     d.set_defaults(func=_bench_demos)
+    q = bench_subparsers.add_parser(
+        "policies", help="a finished run's warm start vs its GRPO policy on the real TRAIN tasks it never used "
+                         "(the train-side check of which policy to keep)",
+        description="Evaluates a run's two policies greedily on the profile's real train tasks that were neither a "
+                    "demonstration nor a GRPO prompt of the run (never an evaluation instance), beside the scripted "
+                    "expert. Prints one JSON object: P@1 of each with a Wilson interval, paired wins/losses, an exact "
+                    "sign test, and which policy the check keeps. Small sample; minutes on 2 cores.")
+    q.add_argument("--run", required=True, help="a finished run directory (config.json, manifest.json, final/)")
+    q.add_argument("--profile", help="profile whose agent/env sections and train split apply (default: the run's)")
+    q.add_argument("--limit", type=positive_int, help="at most this many unused tasks (by id)")
+    q.add_argument("--out", default="artifacts/bench/policies", help="cache of the evaluation rows")
+    q.add_argument("--result", help="also write the JSON here (e.g. docs/results/policy_check.json)")
+    q.set_defaults(func=_bench_policies)
     c = bench_subparsers.add_parser(
         "decode", help="agent evaluation time: rows leaving the batch + early stop + length-sorted batches vs "
                        "transformers' generate, same model and real TRAIN tasks",
@@ -210,6 +223,27 @@ def _sizes(text: str) -> list[int]:
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive numbers, e.g. 10,20,40")
     return sizes
+
+
+def _bench_policies(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from codegrep.config import load_profile
+    from codegrep.files import output_dir, output_file, write_atomic
+    from codegrep.rl.curve import run_record, unused_train_check
+
+    if args.result:  # refusals before the work
+        output_file(args.result, "--result")
+    output_dir(args.out, "--out")
+    config = run_record(Path(args.run))[0]
+    doc = unused_train_check(load_profile(args.profile or config.get("codegrep", {}).get("profile") or "smoke"),
+                             args.run, args.out, limit=args.limit)
+    text = json.dumps(doc, indent=1)
+    if args.result:
+        write_atomic(Path(args.result), text + "\n")
+    print(text)
+    return 0
 
 
 def _bench_demos(args: argparse.Namespace) -> int:

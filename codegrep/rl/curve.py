@@ -10,6 +10,9 @@ small (15 by default): the intervals are wide, and the output says so.
 
 Every point is cached under ``--out`` in a folder keyed by its demonstrations, SFT settings, agent section
 and dev tasks, so a re-run reuses a point only when all of them are the same.
+
+``codegrep bench policies`` (:func:`unused_train_check`) is the train-side check of a finished run: its warm start
+and its GRPO policy on the real train tasks the run never used, paired, and which one the check would keep.
 """
 from __future__ import annotations
 
@@ -169,3 +172,92 @@ def demos_figure(doc: dict[str, Any]) -> Any:
     ax.legend(loc="upper left", fontsize=7)
     plots.mark_source(fig, f"profile {doc.get('profile')}, seed {doc.get('seed')}")
     return fig
+
+
+# --- the run's own policies on the real train tasks it never used ----------------------------------------------------
+def paired_choice(warm: Sequence[float], grpo: Sequence[float]) -> dict[str, Any]:
+    """Per-task hits of the warm start and the GRPO policy on the same tasks: wins, losses, an exact sign test, and
+    which policy the check would keep (the higher P@1; a tie keeps the warm start: GRPO showed no gain).
+
+    >>> c = paired_choice([1, 1, 0, 0, 1], [1, 0, 0, 1, 0])
+    >>> c["grpo_won"], c["grpo_lost"], c["keep"], round(c["sign_test_p"], 3)
+    (1, 2, 'warm start', 1.0)
+    >>> paired_choice([0, 0], [0, 1])["keep"], paired_choice([1, 0], [0, 1])["keep"]
+    ('GRPO', 'warm start')
+    """
+    from codegrep.replicates import sign_test_p
+
+    if len(warm) != len(grpo) or not warm:
+        raise ValueError(f"paired_choice needs two equal, non-empty lists (got {len(warm)} and {len(grpo)})")
+    won = sum(1 for a, b in zip(warm, grpo) if b > a)
+    lost = sum(1 for a, b in zip(warm, grpo) if b < a)
+    return {"grpo_won": won, "grpo_lost": lost, "sign_test_p": sign_test_p(won, lost),
+            "keep": "GRPO" if sum(grpo) > sum(warm) else "warm start"}
+
+
+def run_record(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path, Path]:
+    """(config.json, manifest.json, warm-start dir, GRPO final dir) of a finished run; a missing part is a
+    ``UserError`` naming it (one line at the CLI)."""
+    from codegrep.errors import UserError
+    from codegrep.files import read_json_object
+
+    for name in ("config.json", "manifest.json", "final"):
+        if not (run_dir / name).exists():
+            raise UserError(f"--run {run_dir}: no {name} (a finished `codegrep train` run with save_final_model)")
+    config, manifest = read_json_object(run_dir / "config.json"), read_json_object(run_dir / "manifest.json")
+    warm = config.get("initial_policy")
+    if not isinstance(warm, str) or not Path(warm).is_dir():
+        raise UserError(f"--run {run_dir}: its warm start {warm!r} (config.json initial_policy) is not a directory "
+                        "here; the check compares the run's two policies")
+    return config, manifest, Path(warm), run_dir / "final"
+
+
+def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path, limit: int | None = None,
+                       progress: bool = True) -> dict[str, Any]:
+    """The JSON object ``codegrep bench policies`` prints: a finished run's warm start and GRPO policy, greedy
+    through the real turn function, on the profile's REAL train tasks the run never used (no demonstration of
+    them, no GRPO prompt; never an evaluation instance), beside the scripted expert; paired wins and losses and
+    which policy this train-side check would keep. These tasks lean hard: the demonstrations are rejection
+    sampled, so most unused tasks are ones where the expert's first file was not gold. Rows are cached under
+    ``out`` in a folder keyed by the run, its two policies, the agent section and the tasks."""
+    from codegrep.agent.precision import cpu_features
+    from codegrep.claims import wilson
+    from codegrep.errors import UserError
+    from codegrep.report import provenance
+    from codegrep.rl import sft
+    from codegrep.rl.training_stage import agent_rows
+
+    run_dir = Path(run_dir)
+    config, manifest, warm, final = run_record(run_dir)
+    used = {d["instance_id"] for d in manifest.get("sft_demonstrations", []) if isinstance(d, dict)}
+    used |= set(manifest.get("grpo_prompts", []))
+    try:
+        pool, _, resolver = real_train_split(cfg, 0, 0)
+    except ValueError:  # no real train task at all
+        pool, resolver = [], None
+    tasks = sorted((t for t in pool if t.instance_id not in used), key=lambda t: t.instance_id)[:limit]
+    if not tasks:
+        raise UserError(f"--run {run_dir}: every real train task of profile {cfg.get('profile')} was a "
+                        "demonstration or a GRPO prompt; none is left to check on")
+    key = sft.demos_key([], {"run": str(run_dir.resolve()), "warm": str(warm.resolve()), "agent": cfg.get("agent"),
+                             "tasks": [t.instance_id for t in tasks],
+                             "done": (run_dir / "done.json").read_text() if (run_dir / "done.json").is_file() else ""})
+    folder = Path(out) / f"{run_dir.name}-{key}"
+    arms = {}
+    for name, model in (("warm_start", warm), ("grpo", final)):
+        started = time.perf_counter()
+        rows = agent_rows(cfg, model, tasks, resolver, folder / f"{name}.jsonl", progress=progress)
+        hits = [float(r["p@1"]) for r in rows]
+        k = int(sum(hits))
+        arms[name] = {"p_at_1": k / len(hits), "p_at_1_ci95": [round(x, 3) + 0.0 for x in wilson(k, len(hits))],
+                      "format_error_episodes": sum(bool(r["extra"].get("format_errors")) for r in rows),
+                      "eval_s": round(time.perf_counter() - started, 1), "per_task": hits}
+    expert = expert_p_at_1(tasks, resolver, cfg)
+    return {"what": "a run's warm start and GRPO policy on the REAL train tasks it never used (no demonstration, "
+                    "no GRPO prompt, never an evaluation instance): the train-side check of which policy to keep. "
+                    "SMALL sample; the tasks lean hard (rejection-sampled demonstrations leave the expert's misses)",
+            "profile": cfg.get("profile"), "run": run_dir.name, "run_profile": config.get("codegrep", {}).get("profile"),
+            "n_tasks": len(tasks), "task_ids": [t.instance_id for t in tasks], "n_used_tasks": len(used),
+            **arms, "expert_p_at_1": sum(expert) / len(expert), "expert_per_task": expert,
+            **paired_choice(arms["warm_start"]["per_task"], arms["grpo"]["per_task"]),
+            "cpu": cpu_features(), **provenance()}

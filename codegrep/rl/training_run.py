@@ -218,10 +218,11 @@ def train(cfg: dict[str, Any], args: TrainArgs | tuple[Any, Any]) -> Path:
 
     cg, grpo = args
     run_dir = Path(cg.out) / cg.run_name(grpo.seed)
+    # refusals first, before any work (the model's one-time conversion takes a minute):
+    resume_from = resume_checkpoint(run_dir) if cg.resume else None  # nothing to resume: one line, at once
     resolve_model(cg.model)  # a mistyped model fails here, before an earlier run of this name is replaced
     if not cg.resume and run_dir.exists():
         shutil.rmtree(run_dir)  # a fresh run never mixes with an older one's metrics or checkpoints
-    resume_from = resume_checkpoint(run_dir) if cg.resume else None  # checked before the model loads
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     trainer = build_trainer(cfg, cg, grpo, run_dir)
