@@ -160,6 +160,9 @@ REQUIRED: dict[str, dict[str, Spec]] = {
         "p_at_1_expert_iteration": PROB, "n_eval_expert_iteration": COUNT, "expert_iteration_episodes": COUNT,
         "expert_iteration_kept": COUNT0,  # the comparison arm (issue 27; on in ci, on request on smoke)
         **{f"p_at_1_diff_ei_{r}{s}": Spec(-1.0, 1.0) for r in ("grpo", "warm_start") for s in ("", "_lo", "_hi")},
+        "train_check_n_tasks": COUNT, "train_check_p_at_1_warm_start": PROB, "train_check_p_at_1_grpo": PROB,
+        "train_check_p_at_1_expert": PROB, "train_check_grpo_won": COUNT0, "train_check_grpo_lost": COUNT0,
+        "train_check_keep": TEXT,  # the training-task check of both trained stages (issue 27)
     },
     "04_ablation": {  # issue 15
         "kl_log_ratio_mean": SIGNED, "kl_log_ratio_lo": SIGNED, "kl_log_ratio_hi": SIGNED,

@@ -205,7 +205,11 @@ def run_record(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path, Pat
         if not (run_dir / name).exists():
             raise UserError(f"--run {run_dir}: no {name} (a finished `codegrep train` run with save_final_model)")
     config, manifest = read_json_object(run_dir / "config.json"), read_json_object(run_dir / "manifest.json")
+    from codegrep.config import project_root
+
     warm = config.get("initial_policy")
+    if isinstance(warm, str) and not Path(warm).is_absolute() and not Path(warm).exists():
+        warm = str(project_root() / warm)  # runs written before paths were absolute
     if not isinstance(warm, str) or not Path(warm).is_dir():
         raise UserError(f"--run {run_dir}: its warm start {warm!r} (config.json initial_policy) is not a directory "
                         "here; the check compares the run's two policies")

@@ -586,7 +586,7 @@ def data_ablation_figure(table: pd.DataFrame) -> Any:
 # --- the stage contract (codegrep.Stage): what notebook 03 calls ------------------------------------------------------
 
 NOTEBOOK = "03_training"
-PARAM_RANGES = {"eval_limit": ">= 1", "fidelity_runs": ">= 0", "ceiling_tasks": ">= 1"}
+PARAM_RANGES = {"eval_limit": ">= 1", "fidelity_runs": ">= 0", "ceiling_tasks": ">= 1", "train_check_tasks": ">= 0"}
 """Ranges of :func:`run`'s notebook parameters, checked before any notebook runs (``pipeline.notebook_params``)."""
 
 
@@ -611,6 +611,12 @@ class TrainingStage:
     verdict: str
     expert_iteration: dict[str, Any] | None = None
     """The expert-iteration arm's summary (:func:`expert_iteration_arm`), None when it did not run."""
+    train_check: dict[str, Any] | None = None
+    """The training-task check (:func:`train_check`): warm start vs GRPO on real train tasks the run never used."""
+
+    def train_check_note(self) -> str:
+        """The training-task check in one sentence (or why it did not run)."""
+        return train_check_note(self.train_check)
 
     def conversion_lines(self) -> str:
         c = self.conversion
@@ -660,10 +666,12 @@ def plan(cfg: dict[str, Any], eval_limit: int | None = None) -> str:
 
 
 def run(cfg: dict[str, Any], out: Any, eval_limit: int | None = None, data_ablation: bool = False,
-        fidelity_runs: int | None = None, ceiling_tasks: int = 40) -> TrainingStage:
+        fidelity_runs: int | None = None, ceiling_tasks: int = 40,
+        train_check_tasks: int | None = None) -> TrainingStage:
     """Notebook 03 end to end on the resolved profile ``cfg`` (passed down to training as is): the recorded data
-    report, the ceiling, the main run (trained once, reused), its held-out evaluation (cached rows reused), wins
-    and losses, the data ablation when asked, the verdict; saves every table."""
+    report, the ceiling, the main run (trained once, reused), its held-out evaluation (cached rows reused), the
+    training-task check (``train_check_tasks`` unused real train tasks; None = all, 0 = off), wins and losses,
+    the data ablation when asked, the verdict; saves every table."""
     cg, _ = train_arguments(cfg)
     eval_limit = eval_limit or cg.eval_tasks
     conversion, fidelity = recorded_data_report(cfg, fidelity_runs)
@@ -674,6 +682,7 @@ def run(cfg: dict[str, Any], out: Any, eval_limit: int | None = None, data_ablat
     out.table(steps, "03_training_steps")
     results = evaluation_rows(cfg, run_dir, out.artifacts, limit=eval_limit)
     arm = expert_iteration_arm(cfg, run_dir, out.artifacts, results, limit=eval_limit) if cg.expert_iteration else None
+    check = train_check(cfg, run_dir, out.artifacts, train_check_tasks)
     evaluation = split_compare(results)
     out.table(evaluation, "03_before_after")
     outcomes = wins_losses(results)
@@ -682,7 +691,58 @@ def run(cfg: dict[str, Any], out: Any, eval_limit: int | None = None, data_ablat
     if mixes is not None:
         out.table(mixes, "03_data_ablation")
     return TrainingStage(cfg, conversion, fidelity, table, numbers, run_dir, steps, run_summary(run_dir), results,
-                         evaluation, outcomes, mixes, training_verdict(evaluation), arm)
+                         evaluation, outcomes, mixes, training_verdict(evaluation), arm, check)
+
+
+def train_check(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
+                tasks: int | None = None) -> dict[str, Any] | None:
+    """Issue 27's training-task check of the two trained stages: the run's warm start and GRPO policy on ``tasks``
+    real train tasks it never used (None = all; :func:`codegrep.rl.curve.unused_train_check`, rows cached under
+    the run's evaluation folder). None when off (0); ``{"skipped": why}`` when no unused real train task exists."""
+    from codegrep.errors import UserError
+    from codegrep.rl.curve import unused_train_check
+
+    if tasks == 0:
+        return None
+    try:
+        return unused_train_check(cfg, run_dir, Path(artifacts) / "train" / "train_check", limit=tasks,
+                                  progress=False)
+    except UserError as exc:
+        return {"skipped": str(exc)}
+
+
+def train_check_note(check: dict[str, Any] | None) -> str:
+    """One sentence on the training-task check.
+
+    >>> train_check_note(None)
+    'training-task check off (train_check_tasks = 0)'
+    >>> train_check_note({"n_tasks": 21, "warm_start": {"p_at_1": 0.238}, "grpo": {"p_at_1": 0.143},
+    ...                   "expert_p_at_1": 0.143, "grpo_won": 1, "grpo_lost": 3, "sign_test_p": 0.625,
+    ...                   "keep": "warm start"})[:96]
+    'Training-task check (21 real train tasks the run never used; SMALL): P@1 warm start 0.238, GRPO '
+    """
+    if check is None:
+        return "training-task check off (train_check_tasks = 0)"
+    if "skipped" in check:
+        return f"training-task check not run: {check['skipped']}"
+    return (f"Training-task check ({check['n_tasks']} real train tasks the run never used; SMALL): P@1 warm start "
+            f"{check['warm_start']['p_at_1']:.3f}, GRPO {check['grpo']['p_at_1']:.3f}, scripted expert "
+            f"{check['expert_p_at_1']:.3f}; GRPO won {check['grpo_won']} and lost {check['grpo_lost']} against its "
+            f"warm start (exact sign test p = {check['sign_test_p']:.2f}), so this check keeps the {check['keep']}. "
+            "These tasks lean hard: the demonstrations are rejection sampled, so most unused tasks are the expert's "
+            "misses.")
+
+
+def train_check_numbers(check: dict[str, Any] | None) -> dict[str, Any]:
+    """The check's headline keys (``train_check_*``); empty when it did not run."""
+    if not check or "skipped" in check:
+        return {}
+    return {"train_check_n_tasks": int(check["n_tasks"]),
+            "train_check_p_at_1_warm_start": float(check["warm_start"]["p_at_1"]),
+            "train_check_p_at_1_grpo": float(check["grpo"]["p_at_1"]),
+            "train_check_p_at_1_expert": float(check["expert_p_at_1"]),
+            "train_check_grpo_won": int(check["grpo_won"]), "train_check_grpo_lost": int(check["grpo_lost"]),
+            "train_check_keep": str(check["keep"])}
 
 
 FIGURES = {
@@ -779,6 +839,7 @@ def headline(result: TrainingStage) -> dict[str, Any]:
     numbers.update(heuristic_gap(result.results))
     numbers.update(ranked_line_numbers(result.results, (*TRAINED_POLICIES, *ARMS)))
     numbers.update(expert_iteration_numbers(result.expert_iteration, result.results))
+    numbers.update(train_check_numbers(result.train_check))
     numbers.update(result.ceiling_numbers)
     if result.mixes is not None:
         for _, row in result.mixes.iterrows():
