@@ -25,6 +25,10 @@ import os as _os
 # 2 cores measured ~10x slower). Read once, when torch loads its OpenMP runtime, so it is set before any torch
 # import; an explicit OMP_WAIT_POLICY in the environment wins. See docs/training.md ("Threads").
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# litellm (imported by mini-swe-agent) downloads its model price list when it is imported unless told to use the
+# copy it ships; the bundle never needs prices (cost tracking is off), and tests and smoke never try the network.
+# An online user who wants the fresh list sets LITELLM_LOCAL_MODEL_COST_MAP=False.
+_os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from codegrep.quiet import filter_warnings as _filter_warnings  # noqa: E402
 

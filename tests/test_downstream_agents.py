@@ -216,3 +216,19 @@ def test_shared_reports_match_embedded_copies():
     for f in sorted(shared.glob("*.report.json")):
         iid = f.name.split(".report")[0]
         assert resolved_from_report(load_report(f), iid) == _load(EMBEDDED / f"{f.name}.gz")["resolved"]
+
+
+def test_importing_litellm_through_codegrep_never_fetches_the_price_list():
+    """litellm downloads its model price list at import unless LITELLM_LOCAL_MODEL_COST_MAP is set; ``import
+    codegrep`` sets it, so a worker that reaches mini-swe-agent's litellm model first still stays offline (a CI run
+    in two processes showed the download being tried, and failing, when only one code path set it)."""
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    code = ("import os, codegrep, minisweagent.models.litellm_textbased_model; "
+            "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "True"
+    assert "cost map" not in done.stderr + done.stdout, done.stderr[-2000:]  # offline: a try logs its failure

@@ -131,7 +131,7 @@ def test_ranked_line_numbers_read_each_policys_episode_records(tmp_path):
     import json
 
     from codegrep import TRAJECTORY_FORMAT
-    from codegrep.rl.training_stage import ranked_line_numbers
+    from codegrep.rl.policy_rows import ranked_line_numbers
 
     def row(i, ranked, files, gold=("a.py",)):
         messages = [{"role": "system", "content": ""}, {"role": "user", "content": "Issue: a.py"},

@@ -165,7 +165,6 @@ class MiniSweAgent:
         from minisweagent.environments import get_environment
         from minisweagent.models import get_model
 
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-list download
         config = build_config(task, candidate_files, checkout, self.config, traj)
         validate_config(config)
         agent = get_agent(get_model(config=config["model"]), get_environment(config["environment"]),

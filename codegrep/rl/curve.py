@@ -85,7 +85,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     from codegrep.rl.training_run import cpu_precision_of, evaluation_ids_of, first_turn as first_turn_demos
     from codegrep.rl.training_run import train_arguments
     from codegrep.report import provenance
-    from codegrep.rl.training_stage import agent_rows, ranked_line_numbers
+    from codegrep.rl.policy_rows import agent_rows, ranked_line_numbers
 
     out = Path(out)
     cg, grpo = train_arguments(cfg, config=train_config)
@@ -229,7 +229,7 @@ def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path
     from codegrep.errors import UserError
     from codegrep.report import provenance
     from codegrep.rl import sft
-    from codegrep.rl.training_stage import agent_rows
+    from codegrep.rl.policy_rows import agent_rows
 
     run_dir = Path(run_dir)
     config, manifest, warm, final = run_record(run_dir)

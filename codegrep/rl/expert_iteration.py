@@ -4,7 +4,7 @@ From the warm start (the policy GRPO starts from), on the GRPO prompt pool of th
 manifest's ``grpo_prompts``, never an evaluation instance):
 
 1. **sample** ``expert_iteration_samples`` episodes per task at ``expert_iteration_temperature`` through the agent's
-   own loop and turn controls (the decoding evaluation uses, :func:`codegrep.rl.training_stage.agent_rows`), one
+   own loop and turn controls (the decoding evaluation uses, :func:`codegrep.rl.policy_rows.agent_rows`), one
    seeded pass per sample;
 2. **keep** an episode when its first submitted file is gold, was shown by an observation, and every pattern is in
    the visible issue (the demonstrations' rejection rule, :func:`codegrep.rl.demos.rejection_reason`), distinct
@@ -92,7 +92,7 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
                      play: Callable[..., list[dict[str, Any]]]) -> tuple[Path, dict[str, Any]]:
     """Run the arm (module docstring) for the main run in ``run_dir``: (policy directory, summary). ``play`` runs a
     policy on tasks and returns harness rows, ``play(cfg, model, tasks, resolver, out_path)`` (notebook 03 passes
-    :func:`codegrep.rl.training_stage.agent_rows`, the evaluation's own loop). Every part is
+    :func:`codegrep.rl.policy_rows.agent_rows`, the evaluation's own loop). Every part is
     cached under ``artifacts/train/expert_iteration/<key>``: sample passes by rows, the SFT by its directory; the
     summary is also written there (``summary.json``, with the kept episodes' instance ids)."""
     import copy
