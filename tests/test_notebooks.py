@@ -163,6 +163,8 @@ REQUIRED: dict[str, dict[str, Spec]] = {
         "train_check_n_tasks": COUNT, "train_check_p_at_1_warm_start": PROB, "train_check_p_at_1_grpo": PROB,
         "train_check_p_at_1_expert": PROB, "train_check_grpo_won": COUNT0, "train_check_grpo_lost": COUNT0,
         "train_check_keep": TEXT,  # the training-task check of both trained stages (issue 27)
+        "train_check_kept_p_at_1": PROB,  # the policy it keeps, on the held-out instances
+        **{f"train_check_kept_diff_heuristic{s}": Spec(-1.0, 1.0) for s in ("", "_lo", "_hi")},
     },
     "04_ablation": {  # issue 15
         "kl_log_ratio_mean": SIGNED, "kl_log_ratio_lo": SIGNED, "kl_log_ratio_hi": SIGNED,
@@ -182,7 +184,9 @@ REQUIRED: dict[str, dict[str, Spec]] = {
 }
 INTERVALS = {  # (value, lo, hi) triples that must be ordered when all three are present
     "03_training": [("p_at_1_diff", "p_at_1_diff_lo", "p_at_1_diff_hi"),
-                    ("p_at_1_diff_ei_grpo", "p_at_1_diff_ei_grpo_lo", "p_at_1_diff_ei_grpo_hi")],
+                    ("p_at_1_diff_ei_grpo", "p_at_1_diff_ei_grpo_lo", "p_at_1_diff_ei_grpo_hi"),
+                    ("train_check_kept_diff_heuristic", "train_check_kept_diff_heuristic_lo",
+                     "train_check_kept_diff_heuristic_hi")],
     "04_ablation": [("kl_log_ratio_mean", "kl_log_ratio_lo", "kl_log_ratio_hi")],
     "05_precision_threshold": [("threshold_replay", "threshold_replay_lo", "threshold_replay_hi"),
                                ("threshold_observational", "threshold_observational_lo",

@@ -553,8 +553,16 @@ class TrainingStage:
     """The training-task check (:func:`train_check`): warm start vs GRPO on real train tasks the run never used."""
 
     def train_check_note(self) -> str:
-        """The training-task check in one sentence (or why it did not run)."""
-        return train_check_note(self.train_check)
+        """The training-task check in one sentence (or why it did not run), and the kept policy on the held-out
+        instances against the grep heuristic."""
+        kept = kept_policy_numbers(self.train_check, self.results)
+        if "train_check_kept_diff_heuristic" not in kept:
+            return train_check_note(self.train_check)
+        return (train_check_note(self.train_check) + f" On the held-out instances the kept policy "
+                f"({self.train_check['keep']}) has P@1 {kept['train_check_kept_p_at_1']:.3f}; minus the grep "
+                f"heuristic's, paired: {kept['train_check_kept_diff_heuristic']:+.3f} "
+                f"[95% {kept['train_check_kept_diff_heuristic_lo']:+.3f}, "
+                f"{kept['train_check_kept_diff_heuristic_hi']:+.3f}] (the headline agent stays the GRPO policy).")
 
     def conversion_lines(self) -> str:
         c = self.conversion
@@ -683,6 +691,31 @@ def train_check_numbers(check: dict[str, Any] | None) -> dict[str, Any]:
             "train_check_keep": str(check["keep"])}
 
 
+def kept_policy_numbers(check: dict[str, Any] | None, results: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """On the held-out instances, the policy the training-task check keeps (chosen without them): its P@1 and its
+    paired difference to the grep heuristic (``train_check_kept_*``); empty when the check did not run. The
+    headline agent stays the GRPO policy; these keys say what a train-side choice would have reported.
+
+    >>> rows = lambda hits: [{"instance_id": str(i), "ranked": ["a.py"] if h else ["b.py"], "files": ["a.py"] if h
+    ...                       else ["b.py"], "gold": ["a.py"], "acc@1": float(h)} for i, h in enumerate(hits)]
+    >>> res = {"warm start": rows([1, 1, 0, 1]), "GRPO": rows([0, 1, 0, 0]), "grep-heuristic": rows([1, 0, 0, 1])}
+    >>> n = kept_policy_numbers({"keep": "warm start"}, res)
+    >>> n["train_check_kept_p_at_1"], round(n["train_check_kept_diff_heuristic"], 2)
+    (0.75, 0.25)
+    >>> kept_policy_numbers(None, res), kept_policy_numbers({"skipped": "none left"}, res)
+    ({}, {})
+    """
+    if not check or "skipped" in check or not results.get(check["keep"]):
+        return {}
+    rows = results[check["keep"]]
+    out = {"train_check_kept_p_at_1": float(np.mean([float(r.get("acc@1") or 0) for r in rows]))}
+    paired = _paired(results, check["keep"], "grep-heuristic")
+    if paired is not None:
+        out.update(dict(zip(("train_check_kept_diff_heuristic", "train_check_kept_diff_heuristic_lo",
+                             "train_check_kept_diff_heuristic_hi"), paired)))
+    return out
+
+
 FIGURES = {
     "curves": (lambda r: curve_figure(r.steps, r.run_dir.name, r.summary["n_train_tasks"]), "03_training_curves",
                lambda r: f"{r.cfg['profile']} profile, run {r.run_dir.name}: real run"),
@@ -732,6 +765,7 @@ def headline(result: TrainingStage) -> dict[str, Any]:
     numbers.update(ranked_line_numbers(result.results, (*TRAINED_POLICIES, *ARMS)))
     numbers.update(expert_iteration_numbers(result.expert_iteration, result.results))
     numbers.update(train_check_numbers(result.train_check))
+    numbers.update(kept_policy_numbers(result.train_check, result.results))
     numbers.update(result.ceiling_numbers)
     if result.mixes is not None:
         for _, row in result.mixes.iterrows():
