@@ -10,7 +10,7 @@ EXTRAS  ?=
 ARGS    ?=
 # Test processes: pytest-xdist, one per core up to 2, whole files per process (`--dist loadfile`), so the module
 # fixture that executes the six notebooks runs once; JOBS=1 runs the suite in one process.
-JOBS    ?= $(shell $(PYTHON) -c "import os; print(max(1, min(2, len(os.sched_getaffinity(0)))))")
+JOBS    ?= $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count(); print(max(1, min(2, n or 1)))")
 
 .PHONY: install reproduce lint test test-fast notebooks-ci report clean-cache
 
