@@ -38,7 +38,7 @@ def real_train_split(cfg: dict[str, Any], dev: int, seed: int) -> tuple[list[Any
     banned = evaluation_ids_of(cfg)
     real = sorted((t for t in tasks if task_kind(t.repo) == "real" and t.instance_id not in banned),
                   key=lambda t: t.instance_id)
-    if len(real) <= dev:
+    if dev and len(real) <= dev:  # dev 0 (bench policies): every real task, none held out; possibly none at all
         raise ValueError(f"profile {cfg.get('profile')}: {len(real)} real train tasks, need more than --dev {dev}")
     rng = random.Random(seed)
     held = set(t.instance_id for t in rng.sample(real, dev))
@@ -200,20 +200,17 @@ def run_record(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path, Pat
     ``UserError`` naming it (one line at the CLI)."""
     from codegrep.errors import UserError
     from codegrep.files import read_json_object
+    from codegrep.rl.policy_rows import initial_policy_dir
 
     for name in ("config.json", "manifest.json", "final"):
         if not (run_dir / name).exists():
             raise UserError(f"--run {run_dir}: no {name} (a finished `codegrep train` run with save_final_model)")
     config, manifest = read_json_object(run_dir / "config.json"), read_json_object(run_dir / "manifest.json")
-    from codegrep.config import project_root
-
-    warm = config.get("initial_policy")
-    if isinstance(warm, str) and not Path(warm).is_absolute() and not Path(warm).exists():
-        warm = str(project_root() / warm)  # runs written before paths were absolute
-    if not isinstance(warm, str) or not Path(warm).is_dir():
-        raise UserError(f"--run {run_dir}: its warm start {warm!r} (config.json initial_policy) is not a directory "
-                        "here; the check compares the run's two policies")
-    return config, manifest, Path(warm), run_dir / "final"
+    warm = initial_policy_dir(config)
+    if warm is None or not warm.is_dir():
+        raise UserError(f"--run {run_dir}: its warm start {config.get('initial_policy')!r} (config.json "
+                        "initial_policy) is not a directory here; the check compares the run's two policies")
+    return config, manifest, warm, run_dir / "final"
 
 
 def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path, limit: int | None = None,
@@ -235,10 +232,7 @@ def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path
     config, manifest, warm, final = run_record(run_dir)
     used = {d["instance_id"] for d in manifest.get("sft_demonstrations", []) if isinstance(d, dict)}
     used |= set(manifest.get("grpo_prompts", []))
-    try:
-        pool, _, resolver = real_train_split(cfg, 0, 0)
-    except ValueError:  # no real train task at all
-        pool, resolver = [], None
+    pool, _, resolver = real_train_split(cfg, 0, 0)
     tasks = sorted((t for t in pool if t.instance_id not in used), key=lambda t: t.instance_id)[:limit]
     if not tasks:
         raise UserError(f"--run {run_dir}: every real train task of profile {cfg.get('profile')} was a "

@@ -15,6 +15,19 @@ import numpy as np
 
 from codegrep.quiet import show_bar
 
+def initial_policy_dir(config: dict[str, Any]) -> Path | None:
+    """The policy a run started GRPO from (its ``config.json`` ``initial_policy``: the warm start, or the base
+    model), or None when the record has none; a relative path from runs written before paths were absolute is read
+    against the project root."""
+    from codegrep.config import project_root
+
+    initial = config.get("initial_policy")
+    if not isinstance(initial, str) or not initial:
+        return None
+    path = Path(initial)
+    return project_root() / path if not path.is_absolute() and not path.exists() else path
+
+
 TRAINED_POLICIES = ("warm start", "GRPO")
 """The labels :func:`evaluation_rows` gives the warm-started and the GRPO policy (the untrained one is ``untrained``)."""
 

@@ -19,7 +19,7 @@ from codegrep.artifacts import runs_dir
 from codegrep.rl.expert_iteration import ARM
 from codegrep.rl.training_run import finished_with, train, train_arguments
 from codegrep.rl.trainer import read_metrics
-from codegrep.rl.policy_rows import TRAINED_POLICIES, agent_rows, ranked_line_numbers
+from codegrep.rl.policy_rows import TRAINED_POLICIES, agent_rows, initial_policy_dir, ranked_line_numbers
 
 POLICIES = ("untrained", "warm start", "GRPO")
 """The trained agent's curve: before SFT, after SFT (warm start), after GRPO."""
@@ -115,16 +115,13 @@ def evaluation_rows(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | P
     """Harness rows per policy/retriever on the profile's eval split: the untrained, warm-started and GRPO
     policies of ``run_dir`` (:func:`agent_rows`) and the ``baselines`` (``profile_evaluation``), same tasks."""
     from codegrep.agent.models import resolve_model
-    from codegrep.config import project_root
     from codegrep.data.tasks import profile_tasks
     from codegrep.retrievers.evaluate import profile_evaluation
 
     run_dir = Path(run_dir)
     config = json.loads((run_dir / "config.json").read_text())
     tasks, resolver = profile_tasks(cfg, split="eval", limit=limit)
-    initial = Path(config["initial_policy"])
-    if not initial.is_absolute() and not initial.exists():  # runs written before paths were absolute
-        initial = project_root() / initial
+    initial = initial_policy_dir(config)
     models = {"untrained": str(resolve_model(config["codegrep"]["model"])),
               **dict(zip(TRAINED_POLICIES, (str(initial), str((run_dir / "final").resolve()))))}
     from codegrep.data.tasks import seeded_sample
@@ -644,7 +641,7 @@ def train_check(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
                 tasks: int | None = None) -> dict[str, Any] | None:
     """Issue 27's training-task check of the two trained stages: the run's warm start and GRPO policy on ``tasks``
     real train tasks it never used (None = all; :func:`codegrep.rl.curve.unused_train_check`, rows cached under
-    the run's evaluation folder). None when off (0); ``{"skipped": why}`` when no unused real train task exists."""
+    ``<artifacts>/train/train_check``, keyed by the run, its policies, the agent section and the tasks). None when off (0); ``{"skipped": why}`` when no unused real train task exists."""
     from codegrep.errors import UserError
     from codegrep.rl.curve import unused_train_check
 
