@@ -150,3 +150,30 @@ def test_ranked_line_numbers_read_each_policys_episode_records(tmp_path):
                    "ranked_submit_first_warm_start": 1.0, "ranked_gold_first_warm_start": 0.0,
                    "ranked_gold_listed_warm_start": 1.0}
     assert ranked_line_numbers({"GRPO": [rows[-1]]}) == {}
+
+
+def test_train_check_records_skipped_only_when_no_unused_task_is_left(tmp_path):
+    """Notebook 03's training-task check says "skipped" when the run used every real train task, and only then: a
+    run record with a part missing still stops the notebook with its one-line refusal (nothing swallowed)."""
+    import json
+
+    from codegrep.errors import UserError
+    from codegrep.rl.curve import real_train_split
+    from codegrep.rl.training_stage import train_check, train_check_note
+
+    cfg = load_profile("ci")
+    pool, _, _ = real_train_split(cfg, 0, 0)
+    assert pool, "the ci profile has real train tasks"
+    run = tmp_path / "run"
+    (run / "final").mkdir(parents=True)
+    (tmp_path / "warm").mkdir()
+    (run / "config.json").write_text(json.dumps({"initial_policy": str(tmp_path / "warm")}))
+    (run / "manifest.json").write_text(json.dumps({"grpo_prompts": [t.instance_id for t in pool]}))
+    check = train_check(cfg, run, tmp_path / "artifacts")
+    assert "every real train task" in check["skipped"]
+    assert train_check_note(check).startswith("training-task check not run: ")
+    assert train_check(cfg, run, tmp_path / "artifacts", tasks=0) is None
+    (run / "manifest.json").write_text(json.dumps({"grpo_prompts": [pool[0].instance_id]}))
+    (run / "final").rmdir()  # a task is left, but the run has no GRPO policy: a refusal, not "skipped"
+    with pytest.raises(UserError, match="no final"):
+        train_check(cfg, run, tmp_path / "artifacts")

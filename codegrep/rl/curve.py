@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from codegrep.errors import UserError
+
 
 def real_train_split(cfg: dict[str, Any], dev: int, seed: int) -> tuple[list[Any], list[Any], Any]:
     """(pool, dev tasks, resolver): the profile's whole train split, real-issue tasks only, evaluation instances
@@ -198,7 +200,6 @@ def paired_choice(warm: Sequence[float], grpo: Sequence[float]) -> dict[str, Any
 def run_record(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path, Path]:
     """(config.json, manifest.json, warm-start dir, GRPO final dir) of a finished run; a missing part is a
     ``UserError`` naming it (one line at the CLI)."""
-    from codegrep.errors import UserError
     from codegrep.files import read_json_object
     from codegrep.rl.policy_rows import initial_policy_dir
 
@@ -213,6 +214,12 @@ def run_record(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path, Pat
     return config, manifest, warm, run_dir / "final"
 
 
+class NoUnusedTask(UserError):
+    """Every real train task of the profile was used by the run (a demonstration or a GRPO prompt): nothing is
+    left for the training-task check. The one refusal notebook 03 records as "skipped"; any other error (a bad task
+    file, a missing model) still stops the notebook."""
+
+
 def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path, limit: int | None = None,
                        progress: bool = True) -> dict[str, Any]:
     """The JSON object ``codegrep bench policies`` prints: a finished run's warm start and GRPO policy, greedy
@@ -223,7 +230,6 @@ def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path
     ``out`` in a folder keyed by the run, its two policies, the agent section and the tasks."""
     from codegrep.agent.precision import cpu_features
     from codegrep.claims import wilson
-    from codegrep.errors import UserError
     from codegrep.report import provenance
     from codegrep.rl import sft
     from codegrep.rl.policy_rows import agent_rows
@@ -235,7 +241,7 @@ def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path
     pool, _, resolver = real_train_split(cfg, 0, 0)
     tasks = sorted((t for t in pool if t.instance_id not in used), key=lambda t: t.instance_id)[:limit]
     if not tasks:
-        raise UserError(f"--run {run_dir}: every real train task of profile {cfg.get('profile')} was a "
+        raise NoUnusedTask(f"--run {run_dir}: every real train task of profile {cfg.get('profile')} was a "
                         "demonstration or a GRPO prompt; none is left to check on")
     key = sft.demos_key([], {"run": str(run_dir.resolve()), "warm": str(warm.resolve()), "agent": cfg.get("agent"),
                              "tasks": [t.instance_id for t in tasks],

@@ -641,16 +641,16 @@ def train_check(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
                 tasks: int | None = None) -> dict[str, Any] | None:
     """Issue 27's training-task check of the two trained stages: the run's warm start and GRPO policy on ``tasks``
     real train tasks it never used (None = all; :func:`codegrep.rl.curve.unused_train_check`, rows cached under
-    ``<artifacts>/train/train_check``, keyed by the run, its policies, the agent section and the tasks). None when off (0); ``{"skipped": why}`` when no unused real train task exists."""
-    from codegrep.errors import UserError
-    from codegrep.rl.curve import unused_train_check
+    ``<artifacts>/train/train_check``, keyed by the run, its policies, the agent section and the tasks). None when off (0); ``{"skipped": why}`` when no unused real train task exists
+    (``NoUnusedTask``, the only refusal caught)."""
+    from codegrep.rl.curve import NoUnusedTask, unused_train_check
 
     if tasks == 0:
         return None
     try:
         return unused_train_check(cfg, run_dir, Path(artifacts) / "train" / "train_check", limit=tasks,
                                   progress=False)
-    except UserError as exc:
+    except NoUnusedTask as exc:  # any other refusal (a bad task file, a missing model) stops the notebook
         return {"skipped": str(exc)}
 
 
