@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 import traceback
-from typing import NoReturn
+from typing import NoReturn, Sequence
 
 from codegrep.errors import user_message
 
@@ -44,6 +44,42 @@ class CliParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """Arguments no parser knows are refused by the sub-command that was chosen (argparse leaves them to the
+        top parser, whose message would name ``codegrep`` and point at the wrong ``--help``); a long list is cut.
+
+        >>> import contextlib, io
+        >>> top = CliParser(prog="codegrep")
+        >>> sub = top.add_subparsers(dest="command").add_parser("tool")
+        >>> _ = sub.add_argument("--repo")
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err):
+        ...     try:
+        ...         top.parse_args(["tool", "--repo", ".", "--pattern", "x"])
+        ...     except SystemExit:
+        ...         pass
+        >>> err.getvalue()
+        "codegrep tool: error: unrecognized arguments: --pattern x (see 'codegrep tool --help')\\n"
+        """
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            shown = " ".join(extras)
+            if len(shown) > 160:
+                shown = f"{shown[:160]}... ({len(extras)} arguments)"
+            self.chosen(parsed).error(f"unrecognized arguments: {shown}")
+        return parsed
+
+    def chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The deepest sub-command parser that ``parsed`` went through (this parser when none)."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            name = getattr(parsed, subs[0].dest, None) if subs else None
+            if name not in (subs[0].choices if subs else {}):
+                return parser
+            parser = subs[0].choices[name]
 
 
 def build_parser() -> argparse.ArgumentParser:

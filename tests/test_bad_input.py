@@ -231,6 +231,9 @@ CASES = [
          ["--timeout"]),
     Case("bench policies: --run without a run record", ["bench", "policies", "--run", f"{T}/r", "--out", f"{T}/o"],
          ["--run", "config.json"], dirs=["r"]),
+    Case("an option no parser knows is refused by the sub-command chosen",
+         ["bench", "policies", "--run", f"{T}/r", "--bogus", "1"], ["codegrep bench policies: error",
+                                                                   "--bogus 1", "'codegrep bench policies --help'"]),
     Case("tool --timeout nan", ["tool", "--dir", T, "--timeout", "nan", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
 ]
