@@ -79,6 +79,10 @@ def test_cli_retrieve_live_tree_and_commit(cache, tiny_repo, capsys):
     assert main(["retrieve", "--repo", str(repos / "local__tiny"), "--commit", "f" * 40,
                  "--retriever", "bm25", issue]) == 2
     assert "not a commit" in capsys.readouterr().err
+    # nothing matched: no output line (as grep), exit 0, and stderr says why the ranking is empty
+    assert main(["retrieve", "--repo", str(repos / "local__tiny"), "--retriever", "bm25", "zzyzx qqxv"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no file of" in captured.err and "(bm25)" in captured.err
 
 
 def test_cli_evaluate_prints_macro_metrics_last(cache, tiny_repo, tmp_path, capsys):

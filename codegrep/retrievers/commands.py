@@ -47,8 +47,10 @@ def _retrieve(args: argparse.Namespace) -> int:
                           "tokens": result.tokens, "seconds": round(result.seconds, 4),
                           "reasons": {f: result.reasons.get(f, "") for f in files}, "extra": result.extra},
                          default=str))
-    else:
+    elif files:
         print("\n".join(files))
+    if not files:  # as grep says nothing on no match, but a retriever's user asked for a ranking: say why it is empty
+        print(f"codegrep retrieve: no file of {args.repo} matched the issue text ({args.retriever})", file=sys.stderr)
     return 0
 
 
