@@ -88,6 +88,24 @@ def resolve_model(name_or_path: str) -> Path:
     return _hub_snapshot(name_or_path)
 
 
+def model_identity(path: str | os.PathLike, cache: str | os.PathLike | None = None) -> str:
+    """A resolved model directory as a cache-key part that does not depend on where the cache lives: a model under
+    the cache directory (``CODEGREP_CACHE``: the converted GGUF, hub snapshots) by its path inside it, any other
+    directory by its absolute path. So a warm start keyed by it is found again after the cache moves.
+
+    >>> model_identity("/c1/models/smollm2", cache="/c1"), model_identity("/c2/models/smollm2", cache="/c2")
+    ('cache:models/smollm2', 'cache:models/smollm2')
+    >>> model_identity("/runs/x/final", cache="/c1")
+    '/runs/x/final'
+    """
+    path = Path(path).expanduser().absolute()
+    root = Path(cache if cache is not None else cache_dir()).expanduser().absolute()
+    try:
+        return f"cache:{path.relative_to(root).as_posix()}"
+    except ValueError:
+        return str(path)
+
+
 def is_hub_id(name: str) -> bool:
     """Whether ``name`` can only be a Hugging Face hub id (``owner/name``), never a local path.
 

@@ -552,7 +552,7 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
                    sources: list[str] | None = None) -> tuple[Path, list[dict[str, Any]]]:
     """The base model, or its warm start (cached by demonstrations + settings, shared by every arm and seed),
     and the demonstrations it was trained on."""
-    from codegrep.agent.models import resolve_model
+    from codegrep.agent.models import model_identity, resolve_model
     from codegrep.rl import sft
 
     base = resolve_model(cg.model)
@@ -560,7 +560,7 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
     if not cg.warm_start:
         return base, []
     demos = demonstrations(cg, cfg, tasks, resolver, pool, agent, env_sec, tools, exclude, sources)
-    settings = {"base": str(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size,
+    settings = {"base": model_identity(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size,
                 "sft": sft.SFT_RECIPE, "bf16": bf16}
     cache = Path(cg.warm_start_dir or Path(cg.out) / "_warm_start")
     out = cache / sft.demos_key([d["messages"] for d in demos], settings)
