@@ -75,11 +75,11 @@ class CliParser(argparse.ArgumentParser):
         """The deepest sub-command parser that ``parsed`` went through (this parser when none)."""
         parser: argparse.ArgumentParser = self
         while True:
-            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-            name = getattr(parsed, subs[0].dest, None) if subs else None
-            if name not in (subs[0].choices if subs else {}):
+            subs = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            name = getattr(parsed, subs.dest, None) if subs else None
+            if subs is None or name not in subs.choices:
                 return parser
-            parser = subs[0].choices[name]
+            parser = subs.choices[name]
 
 
 def build_parser() -> argparse.ArgumentParser:

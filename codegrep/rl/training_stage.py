@@ -641,8 +641,8 @@ def train_check(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
                 tasks: int | None = None) -> dict[str, Any] | None:
     """Issue 27's training-task check of the two trained stages: the run's warm start and GRPO policy on ``tasks``
     real train tasks it never used (None = all; :func:`codegrep.rl.curve.unused_train_check`, rows cached under
-    ``<artifacts>/train/train_check``, keyed by the run, its policies, the agent section and the tasks). None when off (0); ``{"skipped": why}`` when no unused real train task exists
-    (``NoUnusedTask``, the only refusal caught)."""
+    ``<artifacts>/train/train_check``, keyed by the run, its policies, the agent section and the tasks). None when
+    off (0); ``{"skipped": why}`` when no unused real train task exists (``NoUnusedTask``, the only refusal caught)."""
     from codegrep.rl.curve import NoUnusedTask, unused_train_check
 
     if tasks == 0:
