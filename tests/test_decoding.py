@@ -387,3 +387,40 @@ def test_drafted_sampling_keeps_the_models_distribution():
     top1, _ = generate_with_prefix_cache(model, _tiny_rows(), PrefixCache(1 << 30), 0, draft_tokens=3,
                                          max_new_tokens=20, do_sample=True, top_k=1, pad_token_id=0)
     assert torch.equal(greedy, top1)
+
+
+def test_the_prefix_cache_reaches_a_model_that_takes_it_as_past_key_values():
+    """transformers 5.17 (a GPU machine's) takes the cache as ``past_key_values`` and swallows an unknown ``cache``
+    keyword: every prefill left the cache empty and failed. A model with that forward must decode the same tokens and
+    reuse the same stored prefix as the installed transformers' own model, turn after turn."""
+    import inspect
+
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from codegrep.agent.prefix_cache import PrefixCache, cache_keyword, generate_with_prefix_cache
+
+    own = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
+
+    class OldKeyword(LlamaForCausalLM):
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                    use_cache=None, logits_to_keep=0, **kwargs):
+            kwargs.pop("cache", None)  # what 5.17 did with it
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                   use_cache=use_cache, logits_to_keep=logits_to_keep, **{own: past_key_values},
+                                   **kwargs)
+
+    model, rows = _tiny_lm(), _tiny_rows()
+    old = OldKeyword(model.config).double().eval()
+    old.load_state_dict(model.state_dict())
+    assert cache_keyword(old) == "past_key_values" and cache_keyword(model) == own
+    kw = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
+    outputs = {}
+    for name, m in (("own", model), ("old", old)):
+        store = PrefixCache(1 << 30)
+        first, width = generate_with_prefix_cache(m, rows, store, 0, **kw)
+        follow = [torch.cat([r, first[i, width:][first[i, width:] != 0], torch.tensor([7, 8])]) for i, r in enumerate(rows)]
+        second, _ = generate_with_prefix_cache(m, follow, store, 0, **kw)
+        outputs[name] = (first, second, store.stats["reused_tokens"])
+    assert torch.equal(outputs["own"][0], outputs["old"][0]) and torch.equal(outputs["own"][1], outputs["old"][1])
+    assert outputs["old"][2] == outputs["own"][2] > sum(len(r) for r in rows)  # the second turn reused the first's

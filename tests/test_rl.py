@@ -309,3 +309,30 @@ def test_ablation_arms_start_from_the_main_runs_warm_start():
     assert demonstration_agent(arm_agent, arm_cg) == main_agent == demonstration_agent(main_agent, main_cg)
     same_turns = ab.design_overrides(main_cg, main_grpo, main_cg.ablation_max_turns)
     assert "demo_max_turns" not in same_turns  # nothing to keep apart: the arm's own episodes are the main run's
+
+
+def test_plain_progress_works_without_ipython(monkeypatch):
+    """transformers' notebook progress module imports IPython, absent from plain installs (a GPU machine's image):
+    the warm start must still swap the printers for one line per step instead of failing on the import."""
+    import sys
+
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from codegrep.rl.progress import StepProgress, plain_progress
+
+    monkeypatch.setitem(sys.modules, "transformers.utils.notebook", None)  # `import` of it raises ImportError
+
+    class Trainer:
+        def __init__(self):
+            self.removed, self.added = [], []
+
+        def remove_callback(self, cb):
+            self.removed.append(cb)
+
+        def add_callback(self, cb):
+            self.added.append(cb)
+
+    trainer = Trainer()
+    plain_progress(trainer, "SFT", {"loss": "loss {:.3f}"})
+    assert trainer.removed == [PrinterCallback, ProgressCallback]
+    assert len(trainer.added) == 1 and isinstance(trainer.added[0], StepProgress)

@@ -172,6 +172,29 @@ def supports_prefix_cache(model: Any) -> bool:
     return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
+def cache_keyword(model: Any) -> str:
+    """The keyword ``model``'s forward takes its key/value cache by: ``cache`` in recent transformers 5.x,
+    ``past_key_values`` in earlier 5.x releases (5.17 among them), whose forward swallows an unknown ``cache`` in its
+    ``**kwargs`` and leaves the cache empty (found on a GPU machine with transformers 5.17: every prefill failed).
+    A forward that names neither (a wrapper's ``**kwargs``) gets the installed transformers' own keyword.
+
+    >>> class New:
+    ...     def forward(self, input_ids=None, cache=None, **kwargs): ...
+    >>> class Old:
+    ...     def forward(self, input_ids=None, past_key_values=None, **kwargs): ...
+    >>> cache_keyword(New()), cache_keyword(Old())
+    ('cache', 'past_key_values')
+    """
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    if "cache" in params or "past_key_values" in params:
+        return "cache" if "cache" in params else "past_key_values"
+    from transformers import LlamaModel
+
+    return "cache" if "cache" in inspect.signature(LlamaModel.forward).parameters else "past_key_values"
+
+
 def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32") -> list[tuple[Any, Any]]:
     """Key/value states of ``ids[:-1]`` (the last token is fed by ``generate``), reusing the store.
 
@@ -193,7 +216,7 @@ def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32") 
     if not len(todo):
         return [(layer.keys, layer.values) for layer in cache.layers] if n else []
     with torch.inference_mode(), autocast(precision, model.device.type):
-        model(input_ids=todo[None], cache=cache, use_cache=True, logits_to_keep=1)
+        model(input_ids=todo[None], **{cache_keyword(model): cache}, use_cache=True, logits_to_keep=1)
     dtype = model.dtype
     kv = [(layer.keys.to(dtype), layer.values.to(dtype)) for layer in cache.layers]
     store.add(Entry(ids=ids[:len(ids) - 1].clone(), kv=kv))  # later rows of this batch share the system prompt
@@ -243,7 +266,7 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
         settings["pad_token_id"] = pad_id if settings["pad_token_id"] is None else settings["pad_token_id"]
         return decode_rows(model, ids, mask, cache, store, rows, width, draft_tokens=draft_tokens, **settings), width
     with torch.inference_mode():
-        out = model.generate(input_ids=ids, attention_mask=mask, cache=cache, **generate_kwargs)
+        out = model.generate(input_ids=ids, attention_mask=mask, **{cache_keyword(model): cache}, **generate_kwargs)
     if cache is None:
         return out, width
     fed = out.shape[1] - 1  # the last generated token was never fed, so it has no state
@@ -395,7 +418,7 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
 
     eos = model.generation_config.eos_token_id if eos_token_id is None else eos_token_id
     eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
-    n, device = ids.shape[0], ids.device
+    n, device, keyword = ids.shape[0], ids.device, cache_keyword(model)
     seqs = torch.full((n, width + max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     seqs[:, :width] = ids
     made = [0] * n  # tokens written per row
@@ -448,7 +471,7 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
             attn = torch.cat([attn, attn.new_ones((len(active), q))], 1)
             position = torch.tensor([pos[i] for i in active], device=device)[:, None] + torch.arange(q, device=device)
             with _grouped_query_attention(gqa and q > 1):
-                logits = model(input_ids=feed, attention_mask=attn, position_ids=position, cache=cache,
+                logits = model(input_ids=feed, attention_mask=attn, position_ids=position, **{keyword: cache},
                                use_cache=True).logits
             keep, finished = [], []
             store.stats["row_steps"] += len(active)

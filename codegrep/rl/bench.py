@@ -252,16 +252,18 @@ def decode_step(model: Any, group: int, context: int, precision: str, steps: int
     from transformers import DynamicCache
 
     from codegrep.agent.precision import autocast
+    from codegrep.agent.prefix_cache import cache_keyword
 
     ids = torch.randint(100, 1000, (group, context), generator=torch.Generator().manual_seed(0))
+    keyword = cache_keyword(model)
     with torch.inference_mode(), autocast(precision):
         cache = DynamicCache(config=model.config)
-        model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        model(input_ids=ids, **{keyword: cache}, use_cache=True, logits_to_keep=1)
         nxt = ids[:, -1:]
         times = []
         for _ in range(steps):
             started = time.perf_counter()
-            model(input_ids=nxt, past_key_values=cache, use_cache=True)
+            model(input_ids=nxt, **{keyword: cache}, use_cache=True)
             times.append(time.perf_counter() - started)
     return statistics.median(times[1:])
 

@@ -84,7 +84,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     from codegrep.env.tools import ToolConfig
     from codegrep.rl import demos as build
     from codegrep.rl import sft
-    from codegrep.rl.training_run import cpu_precision_of, evaluation_ids_of, first_turn as first_turn_demos
+    from codegrep.rl.training_run import evaluation_ids_of, first_turn as first_turn_demos, sft_bf16
     from codegrep.rl.training_run import train_arguments
     from codegrep.report import provenance
     from codegrep.rl.policy_rows import agent_rows, ranked_line_numbers
@@ -98,7 +98,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     env = section(cfg, "env")
     pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
     agent = AgentConfig.from_dict(cfg.get("agent"), "agent")
-    bf16 = cpu_precision_of(cg, grpo) == "bf16"
+    bf16 = sft_bf16(cg, grpo)
     expert = expert_p_at_1(dev_tasks, resolver, cfg)
     extra = first_turn_demos(cg, cfg, agent, evaluation_ids_of(cfg))
     points = []
@@ -117,7 +117,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
         point_dir.mkdir(parents=True, exist_ok=True)
         model = sft.warm_start(resolve_model(cg.model), [d["messages"] for d in demos], point_dir / "model",
                                epochs=cg.sft_epochs, learning_rate=cg.sft_learning_rate,
-                               batch_size=cg.sft_batch_size, seed=0, use_cpu=True, bf16=bf16)
+                               batch_size=cg.sft_batch_size, seed=0, use_cpu=bool(grpo.use_cpu), bf16=bf16)
         sft_s = time.perf_counter() - started
         record = json.loads((Path(model) / "warm_start.json").read_text())
         started = time.perf_counter()

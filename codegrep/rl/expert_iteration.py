@@ -104,7 +104,7 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
     from codegrep.data.tasks import seeded_sample
     from codegrep.files import write_atomic
     from codegrep.rl import sft
-    from codegrep.rl.training_run import cpu_precision_of, train_arguments
+    from codegrep.rl.training_run import sft_bf16, train_arguments
 
     cg, grpo = train_arguments(cfg)
     run_dir = Path(run_dir)
@@ -113,7 +113,7 @@ def expert_iteration(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | 
     tasks, resolver = prompt_pool(cfg, run_dir)
     tasks = seeded_sample(tasks, cg.expert_iteration_tasks, int(grpo.seed))
     temperature = float(cg.expert_iteration_temperature)
-    bf16 = cpu_precision_of(cg, grpo) == "bf16"
+    bf16 = sft_bf16(cg, grpo)
     settings = {"warm_start": warm.name, "tasks": [t.instance_id for t in tasks], "agent": cfg.get("agent"),
                 "env": cfg.get("env"),
                 "samples": cg.expert_iteration_samples, "temperature": temperature, "seed": grpo.seed,
@@ -149,9 +149,9 @@ def fine_tune(warm: str | Path, kept: Sequence[dict[str, Any]], out_dir: Path, c
     when ``out_dir`` holds it), with ``expert_iteration_epochs`` / ``_learning_rate`` and the warm start's batch
     size and precision."""
     from codegrep.rl import sft
-    from codegrep.rl.training_run import cpu_precision_of
+    from codegrep.rl.training_run import sft_bf16
 
     return sft.warm_start(Path(warm), [e["messages"] for e in kept], Path(out_dir),
                           epochs=cg.expert_iteration_epochs, learning_rate=cg.expert_iteration_learning_rate,
                           batch_size=cg.sft_batch_size, seed=int(grpo.seed), use_cpu=bool(grpo.use_cpu),
-                          bf16=cpu_precision_of(cg, grpo) == "bf16")
+                          bf16=sft_bf16(cg, grpo))

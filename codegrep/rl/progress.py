@@ -58,8 +58,12 @@ class StepProgress(TrainerCallback):
 def plain_progress(trainer: Any, label: str, fields: dict[str, str], max_steps: int | None = None) -> None:
     """Replace the trainer's raw-dict log printers with one :class:`StepProgress` line per step."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
-    from transformers.utils.notebook import NotebookProgressCallback  # chosen instead of ProgressCallback in Jupyter
-
-    for printer in (PrinterCallback, ProgressCallback, NotebookProgressCallback):
+    printers: list[Any] = [PrinterCallback, ProgressCallback]
+    try:  # chosen instead of ProgressCallback in Jupyter; its module needs IPython, absent from plain installs
+        from transformers.utils.notebook import NotebookProgressCallback
+        printers.append(NotebookProgressCallback)
+    except ImportError:
+        pass
+    for printer in printers:
         trainer.remove_callback(printer)
     trainer.add_callback(StepProgress(label, fields, max_steps))

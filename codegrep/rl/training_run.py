@@ -197,6 +197,18 @@ def cpu_precision_of(cg: Any, grpo: Any) -> str | None:
     return resolve_precision(cg.cpu_precision)
 
 
+def sft_bf16(cg: Any, grpo: Any) -> bool:
+    """Whether a supervised stage (warm start, expert iteration) of this run trains in bf16: TRL's ``bf16`` on a GPU
+    run, ``cpu_precision`` on a CPU one (:func:`cpu_precision_of`).
+
+    >>> from types import SimpleNamespace as NS
+    >>> sft_bf16(NS(cpu_precision="fp32"), NS(use_cpu=True, bf16=True)), sft_bf16(NS(cpu_precision="bf16"), NS(use_cpu=True, bf16=False))
+    (False, True)
+    """
+    cpu = cpu_precision_of(cg, grpo)
+    return bool(grpo.bf16) if cpu is None else cpu == "bf16"
+
+
 def versions() -> dict[str, str]:
     import datasets
     import torch
@@ -556,7 +568,7 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
     from codegrep.rl import sft
 
     base = resolve_model(cg.model)
-    bf16 = bool(grpo.bf16) if cpu_precision_of(cg, grpo) is None else cpu_precision_of(cg, grpo) == "bf16"
+    bf16 = sft_bf16(cg, grpo)
     if not cg.warm_start:
         return base, []
     demos = demonstrations(cg, cfg, tasks, resolver, pool, agent, env_sec, tools, exclude, sources)
