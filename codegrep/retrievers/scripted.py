@@ -112,7 +112,7 @@ def protocol_settings(agent: AgentConfig) -> dict[str, AgentConfig]:
 
 
 def profile_ceiling(cfg: dict[str, Any], n: int = 40, seed: int = 0, baseline: bool = True) -> list[dict[str, Any]]:
-    """:func:`ceiling` on a seeded ``n`` of the profile's TRAIN split (half sympy where there are any), under
+    """:func:`ceiling` on a seeded ``n`` of the profile's TRAIN split (half real issues where both kinds are there), under
     :func:`protocol_settings`; with ``baseline``, the grep heuristic's P@1 on the same tasks as a last row."""
     import random
 
@@ -127,7 +127,7 @@ def profile_ceiling(cfg: dict[str, Any], n: int = 40, seed: int = 0, baseline: b
     rng = random.Random(seed)
     real = [t for t in tasks if task_kind(t.repo) == "real"]
     other = [t for t in tasks if task_kind(t.repo) == "docstring"]
-    k = min(len(real), n // 2)
+    k = min(len(real), max(n // 2, n - len(other)))  # half real where both kinds are there, else all of one
     chosen = rng.sample(real, k) + rng.sample(other, min(len(other), n - k))
     env = section(cfg, "env")
     pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
