@@ -388,6 +388,17 @@ def evaluation_repos(cfg: dict[str, Any]) -> set[str]:
     return {t.repo for t in _pool(cfg, "eval")[0]}
 
 
+def whole_split_tasks(cfg: dict[str, Any], split: str = "train") -> tuple[list[Task], RepoResolver]:
+    """:func:`profile_tasks` for the WHOLE ``split``, not its seeded sample (``splits.<split>.limit`` dropped): where
+    the warm start's demonstrations, notebook 03's ceiling and the training-task check draw from, beside a run's
+    sampled pool of GRPO prompts."""
+    import copy
+
+    whole = copy.deepcopy(cfg)
+    whole.setdefault("tasks", {}).setdefault("splits", {}).setdefault(split, {})["limit"] = None
+    return profile_tasks(whole, split=split, limit=None)
+
+
 def profile_tasks(cfg: dict[str, Any], split: str | None = None,
                   limit: int | None = None) -> tuple[list[Task], RepoResolver]:
     """The tasks and the repository resolver a profile's ``tasks:`` section names, for one split.

@@ -112,18 +112,18 @@ def protocol_settings(agent: AgentConfig) -> dict[str, AgentConfig]:
 
 
 def profile_ceiling(cfg: dict[str, Any], n: int = 40, seed: int = 0, baseline: bool = True) -> list[dict[str, Any]]:
-    """:func:`ceiling` on a seeded ``n`` of the profile's TRAIN split (half real issues where both kinds are there), under
+    """:func:`ceiling` on a seeded ``n`` of the profile's whole TRAIN split (half real issues where both kinds are there), under
     :func:`protocol_settings`; with ``baseline``, the grep heuristic's P@1 on the same tasks as a last row."""
     import random
 
     from codegrep.config import section
-    from codegrep.data.tasks import profile_tasks
+    from codegrep.data.tasks import whole_split_tasks
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig
 
     from codegrep.data.default_set import task_kind
 
-    tasks, resolver = profile_tasks(cfg, split="train", limit=None)
+    tasks, resolver = whole_split_tasks(cfg)  # the whole split, as the demonstrations see it
     rng = random.Random(seed)
     real = [t for t in tasks if task_kind(t.repo) == "real"]
     other = [t for t in tasks if task_kind(t.repo) == "docstring"]

@@ -16,7 +16,6 @@ and its GRPO policy on the real train tasks the run never used, paired, and whic
 """
 from __future__ import annotations
 
-import copy
 import json
 import time
 from pathlib import Path
@@ -31,12 +30,10 @@ def real_train_split(cfg: dict[str, Any], dev: int, seed: int) -> tuple[list[Any
     import random
 
     from codegrep.data.default_set import task_kind
-    from codegrep.data.tasks import profile_tasks
+    from codegrep.data.tasks import whole_split_tasks
     from codegrep.rl.training_run import evaluation_ids_of
 
-    whole = copy.deepcopy(cfg)
-    whole.setdefault("tasks", {}).setdefault("splits", {}).setdefault("train", {})["limit"] = None
-    tasks, resolver = profile_tasks(whole, split="train", limit=None)
+    tasks, resolver = whole_split_tasks(cfg)
     banned = evaluation_ids_of(cfg)
     real = sorted((t for t in tasks if task_kind(t.repo) == "real" and t.instance_id not in banned),
                   key=lambda t: t.instance_id)

@@ -517,15 +517,10 @@ def demonstrations(cg: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, ag
         raise ValueError(f"sft_sources: unknown source(s) {unknown}; expected some of {list(build.SOURCES)}")
     groups: dict[str, list[dict[str, Any]]] = {}
     if "synthetic" in sources:  # scripted-expert episodes, rejection sampled; every train-split task may serve
-        import copy
-
-        from codegrep.data.tasks import profile_tasks
-
-        whole = copy.deepcopy(cfg)  # the whole train split, not its seeded sample of GRPO prompts
-        whole.setdefault("tasks", {}).setdefault("splits", {}).setdefault("train", {})["limit"] = None
         from codegrep.data.default_set import task_kind
+        from codegrep.data.tasks import whole_split_tasks
 
-        pool_tasks, pool_resolver = profile_tasks(whole, split="train", limit=None)
+        pool_tasks, pool_resolver = whole_split_tasks(cfg)  # the whole train split, not its sample of GRPO prompts
         groups["synthetic"] = []
         for kind in cg.task_kinds:  # real issue texts first where asked: they teach identifier greps
             left = cg.sft_max_demos - len(groups["synthetic"]) if cg.sft_max_demos else None
