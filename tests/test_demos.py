@@ -101,6 +101,22 @@ def test_gold_is_submitted_only_when_an_observation_showed_it(env):
         "first submitted file not shown in an observation"
 
 
+def test_hindsight_choice_submits_a_shown_gold_file_the_first_listed_rule_misses(env):
+    # gold is pkg/cli.py: the grep for parse_config shows it, but ranks the defining pkg/config.py first
+    task = Task("t-4", "o/r", "c" * 40, "parse_config crashes on None", gold_files=["pkg/cli.py"])
+    counts: dict[str, int] = {}
+    assert expert_task_demos(task, env, AGENT, counts=counts) == []  # the copier's first file is not gold
+    assert counts.get("first submitted file is not gold")
+    demos = expert_task_demos(task, env, AGENT, choice="oracle-shown")
+    assert demos
+    for demo in demos:
+        shown = listed_files(demo[3]["content"])
+        assert parse_tool_calls(demo[-1]["content"]).submit[:1] == ["pkg/cli.py"] and shown[0] != "pkg/cli.py"
+    with pytest.raises(ValueError, match="demo_choice"):
+        from codegrep.rl.demos import expert_demonstrations
+        expert_demonstrations([task], None, None, AGENT, choice="gold")
+
+
 def test_task_order_is_seeded_and_mixes_repositories_not_first_n():
     tasks = [Task(f"p{i}", "o/pytest", "c" * 40, "x") for i in range(20)] + \
             [Task(f"s{i}", "sympy/sympy", "c" * 40, "x") for i in range(5)]

@@ -162,6 +162,9 @@ def register_bench(bench_subparsers: Any) -> None:
     d.add_argument("--first-turn", type=non_negative_int, default=None, metavar="N",
                    help="turn-1-only demonstrations from other repositories added to every point (default: the train "
                         "YAML's first_turn_demos)")
+    d.add_argument("--choice", choices=("first-listed", "oracle-shown"), default=None,
+                   help="which file the expert's demonstrations submit (default: the train YAML's demo_choice; "
+                        "oracle-shown = hindsight, a gold file the observation showed)")
     d.add_argument("--out", default="artifacts/bench/demos", help="cache of the points' models and rows")
     d.add_argument("--result", help="also write the JSON here (e.g. docs/results/bench_demos.json), and its figure beside it (.png)")
     d.set_defaults(func=_bench_demos)
@@ -258,7 +261,7 @@ def _bench_demos(args: argparse.Namespace) -> int:
     if args.out:
         output_dir(args.out, "--out")
     doc = demos_curve(load_profile(args.profile), args.config, args.tasks, args.dev, args.out, seed=args.seed,
-                     first_turn=args.first_turn)
+                     first_turn=args.first_turn, choice=args.choice)
     text = json.dumps(doc, indent=1)
     if args.result:
         from pathlib import Path

@@ -67,7 +67,7 @@ def expert_p_at_1(tasks: Sequence[Any], resolver: Any, cfg: dict[str, Any], term
 
 def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Sequence[int], dev: int,
                 out: str | Path, seed: int = 0, progress: bool = True,
-                first_turn: int | None = None) -> dict[str, Any]:
+                first_turn: int | None = None, choice: str | None = None) -> dict[str, Any]:
     """The JSON object ``codegrep bench demos`` prints (module docstring); ``train_config`` None = the profile's
     train YAML with its ``train.*`` keys (:func:`codegrep.rl.training_run.train_arguments`). ``first_turn``
     overrides the YAML's ``first_turn_demos`` (turn-1-only demonstrations from other repositories, added to every
@@ -90,6 +90,8 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     cg, grpo = train_arguments(cfg, config=train_config)
     if first_turn is not None:
         cg.first_turn_demos = first_turn
+    if choice is not None:
+        cg.demo_choice = choice
     pool_tasks, dev_tasks, resolver = real_train_split(cfg, dev, seed)
     sizes = sorted({min(int(n), len(pool_tasks)) for n in sizes})
     env = section(cfg, "env")
@@ -102,7 +104,8 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     for n in sizes:
         started = time.perf_counter()
         demos = build.expert_demonstrations(pool_tasks[:n], resolver, pool, agent, seed=seed,
-                                            env_mode=env.get("mode", "objects"), tool_config=tools)
+                                            env_mode=env.get("mode", "objects"), tool_config=tools,
+                                            choice=cg.demo_choice)
         n_expert = len(demos)
         if not demos:
             points.append({"n_tasks": n, "n_demos": 0, "note": "no demonstration kept"})
@@ -131,7 +134,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     return {"what": "warm-start P@1 on held-out REAL train tasks against the number of real train tasks "
                     "demonstrated (scripted-expert episodes, rejection sampled); SMALL dev sample",
             "profile": cfg.get("profile"), "train_config": str(train_config or cfg.get("train", {}).get("config")),
-            "seed": seed,
+            "seed": seed, "demo_choice": cg.demo_choice,
             "dev_ids": [t.instance_id for t in dev_tasks], "n_pool": len(pool_tasks),
             "sft": {"epochs": cg.sft_epochs, "learning_rate": cg.sft_learning_rate, "batch_size": cg.sft_batch_size,
                     "precision": "bf16" if bf16 else "fp32", "first_turn_demos": len(extra)},

@@ -92,8 +92,10 @@ def task_order(tasks: Sequence[Task], seed: int = 0) -> list[Task]:
 
 
 def expert_task_demos(task: Task, env: Any, agent: AgentConfig, variants: Sequence[tuple[int, int]] = VARIANTS,
-                      counts: dict[str, int] | None = None, per_task: int = PER_TASK) -> list[list[dict[str, str]]]:
-    """The kept (distinct, rejection-sampled) scripted-expert episodes of one task, as chats (``per_task`` at most)."""
+                      counts: dict[str, int] | None = None, per_task: int = PER_TASK,
+                      choice: str = "first-listed") -> list[list[dict[str, str]]]:
+    """The kept (distinct, rejection-sampled) scripted-expert episodes of one task, as chats (``per_task`` at most);
+    ``choice`` is the strategy that picks the submitted file (``first-listed`` or the hindsight ``oracle-shown``)."""
     from codegrep.retrievers.scripted import play
 
     counts = counts if counts is not None else {}
@@ -103,7 +105,7 @@ def expert_task_demos(task: Task, env: Any, agent: AgentConfig, variants: Sequen
     for terms, skip in variants:
         if len(out) >= per_task:
             break
-        ep = play("first-listed", task, env, agent, terms=terms, skip=skip, size=1)
+        ep = play(choice, task, env, agent, terms=terms, skip=skip, size=1)
         if not ep.calls or ep.outputs[0] in seen:
             continue
         seen.add(ep.outputs[0])
@@ -117,10 +119,15 @@ def expert_task_demos(task: Task, env: Any, agent: AgentConfig, variants: Sequen
 def expert_demonstrations(tasks: Sequence[Task], resolver: Any, pool: Any, agent: AgentConfig, *,
                           variants: Sequence[tuple[int, int]] = VARIANTS, limit: int | None = None, seed: int = 0,
                           env_mode: str = "objects", tool_config: Any = None,
-                          counts: dict[str, int] | None = None) -> list[dict[str, Any]]:
+                          counts: dict[str, int] | None = None, choice: str = "first-listed") -> list[dict[str, Any]]:
     """Rejection-sampled scripted-expert demonstrations (``{"source", "instance_id", "messages"}``), tasks in a
     seeded order (:func:`task_order`), every variant of a task in turn, until ``limit`` are kept. ``counts`` (when
-    given) receives the number of episodes per outcome (``kept`` or the rejection reason)."""
+    given) receives the number of episodes per outcome (``kept`` or the rejection reason); ``choice`` as in
+    :func:`expert_task_demos`."""
+    from codegrep.retrievers.scripted import STRATEGIES
+
+    if choice not in STRATEGIES:
+        raise ValueError(f"demo_choice must be one of {list(STRATEGIES)}, got {choice!r}")
     from codegrep.env.tools import open_environment
 
     demos: list[dict[str, Any]] = []
@@ -129,7 +136,7 @@ def expert_demonstrations(tasks: Sequence[Task], resolver: Any, pool: Any, agent
             break
         with open_environment(task, resolver, pool, env_mode, tool_config) as env:
             demos += [{"source": "synthetic", "instance_id": task.instance_id, "messages": m}
-                      for m in expert_task_demos(task, env, agent, variants, counts)]
+                      for m in expert_task_demos(task, env, agent, variants, counts, choice=choice)]
     return demos[:limit] if limit else demos
 
 

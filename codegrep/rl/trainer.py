@@ -103,6 +103,11 @@ class CodeGrepArgs:
                 "gets the same ones): the scripted expert's first-turn greps on shipped SWE-bench rows of "
                 "repositories the evaluation split never uses, kept when a term occurs in the row's reference "
                 "patch (codegrep.rl.demos.first_turn_demonstrations). 0 = none."})
+    demo_choice: str = field(default="first-listed", metadata={
+        "help": "Which file a scripted-expert demonstration submits (codegrep.retrievers.scripted.STRATEGIES): "
+                "'first-listed', the file its observation lists first (a rule the policy can copy), or 'oracle-shown', "
+                "HINDSIGHT: a gold file the observation showed, chosen with the answer (the policy sees only the issue "
+                "and the observation, so it must learn which cues pick it). Both are rejection sampled alike."})
     demo_max_turns: int | None = field(default=None, metadata={
         "help": "DERIVED, not a setting: max_turns of the warm start's demonstration episodes (default: the run's "
                 "max_turns). The ablation sets it to the main run's turns when ablation_max_turns differs, so its "

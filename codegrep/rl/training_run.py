@@ -529,7 +529,7 @@ def demonstrations(cg: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, ag
             groups["synthetic"] += build.expert_demonstrations(
                 [t for t in pool_tasks if t.instance_id not in exclude and task_kind(t.repo) == kind],
                 pool_resolver, pool, agent, limit=left, seed=0, env_mode=env_sec.get("mode", "objects"),
-                tool_config=tools)
+                tool_config=tools, choice=cg.demo_choice)
     if "recorded" in sources:
         groups["recorded"] = build.recorded_demonstrations(cg, cfg, agent, exclude)
     if "catm" in sources:
