@@ -424,3 +424,25 @@ def test_the_prefix_cache_reaches_a_model_that_takes_it_as_past_key_values():
         outputs[name] = (first, second, store.stats["reused_tokens"])
     assert torch.equal(outputs["own"][0], outputs["old"][0]) and torch.equal(outputs["own"][1], outputs["old"][1])
     assert outputs["old"][2] == outputs["own"][2] > sum(len(r) for r in rows)  # the second turn reused the first's
+
+
+def test_policy_threads_hold_while_it_generates_and_never_leak_into_the_process(policy):
+    """``agent.cpu_threads`` is torch's process-wide setting: an evaluation (ci's 1 thread) once left it set, and a
+    training later in the same process (a notebook kernel, a test worker) summed in another order — the resume
+    test's bit-for-bit check failed when a policy check ran before the resumed run."""
+    import torch
+
+    from codegrep.agent.policies import HFPolicy
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        one = HFPolicy(policy.model, policy.tokenizer, max_new_tokens=2, device="cpu", batch_size=4, cpu_threads=1)
+        assert torch.get_num_threads() == 2  # building the policy changes nothing
+        seen = []
+        inner = one._generate_chunk
+        one._generate_chunk = lambda chunk: seen.append(torch.get_num_threads()) or inner(chunk)
+        one.generate([[{"role": "user", "content": "hi"}]])
+        assert seen == [1] and torch.get_num_threads() == 2 and one.describe()["cpu_threads"] == 1
+    finally:
+        torch.set_num_threads(before)

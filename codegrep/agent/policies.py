@@ -46,8 +46,9 @@ class HFPolicy:
 
         from codegrep.agent.models import resolve_model
 
-        if cpu_threads:  # process-wide; 1 avoids OpenMP spin-waits when the CPU is shared with other jobs
-            torch.set_num_threads(int(cpu_threads))
+        self.cpu_threads = int(cpu_threads) if cpu_threads else None
+        """torch CPU threads while this policy generates (1 avoids OpenMP spin-waits on a shared CPU); restored after
+        each ``generate`` (``precision.torch_threads``), so a later training in the process keeps its own."""
         self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
         self.model_name = model if isinstance(model, str) else getattr(model, "name_or_path", type(model).__name__)
         if isinstance(model, str):
@@ -87,16 +88,19 @@ class HFPolicy:
 
         return {"kind": "hf", "model": str(self.model_name), "device": self.device,
                 "max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                "batch_size": self.batch_size, "cpu_threads": torch.get_num_threads(),
+                "batch_size": self.batch_size, "cpu_threads": self.cpu_threads or torch.get_num_threads(),
                 "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
                 "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32",
                 "draft_tokens": self.draft_tokens if self.prefix_cache and self.leave_batch else 0,
                 **dataclasses.asdict(self.controls)}
 
     def generate(self, batch: Sequence[Messages]) -> list[str]:
+        from codegrep.agent.precision import torch_threads
+
         out, self.last_usage = [], []
-        for start in range(0, len(batch), self.batch_size):
-            out += self._generate_chunk(batch[start:start + self.batch_size])
+        with torch_threads(self.cpu_threads):
+            for start in range(0, len(batch), self.batch_size):
+                out += self._generate_chunk(batch[start:start + self.batch_size])
         return out
 
     def _generate_chunk(self, chunk: Sequence[Messages]) -> list[str]:

@@ -115,6 +115,34 @@ def autocast(precision: str, device: str = "cpu") -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """torch's CPU threads set to ``n`` inside the context and restored after it (None or 0 = leave them alone).
+    torch's setting is process-wide: set once and never restored, an evaluation with ``agent.cpu_threads`` would
+    also change every later training in the same process (a notebook kernel, a test worker), and with it the order
+    of its floating-point sums.
+
+    >>> import torch
+    >>> before = torch.get_num_threads()
+    >>> with torch_threads(1):
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    import torch
+
+    if not n:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def fresh_accelerator_state() -> None:
     """Forget accelerate's process-wide ``AcceleratorState`` before building a trainer.
 
