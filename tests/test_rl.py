@@ -86,6 +86,9 @@ def test_train_config_parses_through_trl_parser():
     assert cg.run_name(grpo.seed) == "ci-reward-lam0.1-s3"
     with pytest.raises(ValueError, match="efficiency_layer"):
         parse_train_args("ci", {"efficiency_layer": "sideways"})
+    assert parse_train_args("ci", {"demo_choice": "oracle-shown"})[0].demo_choice == "oracle-shown"
+    with pytest.raises(ValueError, match="demo_choice"):
+        parse_train_args("ci", {"demo_choice": "gold"})
 
 
 def test_paper_config_keys_are_real_fields():

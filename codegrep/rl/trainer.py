@@ -197,6 +197,10 @@ class CodeGrepArgs:
 
         if self.retrieval_reward not in RETRIEVAL_REWARDS:
             raise ValueError(f"--retrieval_reward {self.retrieval_reward!r}: expected one of {RETRIEVAL_REWARDS}")
+        from codegrep.retrievers.scripted import STRATEGIES
+
+        if self.demo_choice not in STRATEGIES:
+            raise ValueError(f"--demo_choice {self.demo_choice!r}: expected one of {list(STRATEGIES)}")
         bad = [k for k in self.task_kinds if k not in ("real", "docstring")]
         if bad or not self.task_kinds:
             raise ValueError(f"--task_kinds {self.task_kinds!r}: expected some of ['real', 'docstring']")
