@@ -112,9 +112,8 @@ def test_hindsight_choice_submits_a_shown_gold_file_the_first_listed_rule_misses
     for demo in demos:
         shown = listed_files(demo[3]["content"])
         assert parse_tool_calls(demo[-1]["content"]).submit[:1] == ["pkg/cli.py"] and shown[0] != "pkg/cli.py"
-    with pytest.raises(ValueError, match="demo_choice"):
-        from codegrep.rl.demos import expert_demonstrations
-        expert_demonstrations([task], None, None, AGENT, choice="gold")
+    with pytest.raises(ValueError, match="unknown strategy 'gold'"):
+        expert_task_demos(task, env, AGENT, choice="gold")
 
 
 def test_task_order_is_seeded_and_mixes_repositories_not_first_n():

@@ -14,6 +14,7 @@ The cache is bounded in bytes (oldest entries dropped first) and used only with 
 """
 from __future__ import annotations
 
+import functools
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -185,9 +186,15 @@ def cache_keyword(model: Any) -> str:
     >>> cache_keyword(New()), cache_keyword(Old())
     ('cache', 'past_key_values')
     """
+    return _cache_keyword(type(model))
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_keyword(model_class: type) -> str:
+    """:func:`cache_keyword` per model class (a signature read once, not on every prefill)."""
     import inspect
 
-    params = inspect.signature(model.forward).parameters
+    params = inspect.signature(model_class.forward).parameters
     if "cache" in params or "past_key_values" in params:
         return "cache" if "cache" in params else "past_key_values"
     from transformers import LlamaModel

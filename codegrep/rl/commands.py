@@ -119,6 +119,15 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_choice(value: str) -> str:
+    """``--choice``: one of the scripted strategies (imported only when the flag is given, not at CLI start-up)."""
+    from codegrep.retrievers.scripted import STRATEGIES
+
+    if value not in STRATEGIES:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected one of {list(STRATEGIES)}")
+    return value
+
+
 def register_bench(bench_subparsers: Any) -> None:
     from codegrep.agent.precision import PRECISIONS
     from codegrep.argtypes import non_negative_int, positive_int
@@ -162,7 +171,7 @@ def register_bench(bench_subparsers: Any) -> None:
     d.add_argument("--first-turn", type=non_negative_int, default=None, metavar="N",
                    help="turn-1-only demonstrations from other repositories added to every point (default: the train "
                         "YAML's first_turn_demos)")
-    d.add_argument("--choice", choices=("first-listed", "oracle-shown"), default=None,
+    d.add_argument("--choice", type=_demo_choice, default=None, metavar="{first-listed,oracle-shown}",
                    help="which file the expert's demonstrations submit (default: the train YAML's demo_choice; "
                         "oracle-shown = hindsight, a gold file the observation showed)")
     d.add_argument("--out", default="artifacts/bench/demos", help="cache of the points' models and rows")

@@ -124,10 +124,6 @@ def expert_demonstrations(tasks: Sequence[Task], resolver: Any, pool: Any, agent
     seeded order (:func:`task_order`), every variant of a task in turn, until ``limit`` are kept. ``counts`` (when
     given) receives the number of episodes per outcome (``kept`` or the rejection reason); ``choice`` as in
     :func:`expert_task_demos`."""
-    from codegrep.retrievers.scripted import STRATEGIES
-
-    if choice not in STRATEGIES:
-        raise ValueError(f"demo_choice must be one of {list(STRATEGIES)}, got {choice!r}")
     from codegrep.env.tools import open_environment
 
     demos: list[dict[str, Any]] = []
