@@ -165,6 +165,8 @@ REQUIRED: dict[str, dict[str, Spec]] = {
         "train_check_keep": TEXT,  # the training-task check of both trained stages (issue 27)
         "train_check_kept_p_at_1": PROB,  # the policy it keeps, on the held-out instances
         **{f"train_check_kept_diff_heuristic{s}": Spec(-1.0, 1.0) for s in ("", "_lo", "_hi")},
+        **{f"seconds_{phase}": NONNEG for phase in ("recorded_data", "ceiling", "training", "evaluation",
+                                                   "train_check")},  # where the stage's time went (this call's)
     },
     "04_ablation": {  # issue 15
         "kl_log_ratio_mean": SIGNED, "kl_log_ratio_lo": SIGNED, "kl_log_ratio_hi": SIGNED,

@@ -13,7 +13,8 @@ True
 from __future__ import annotations
 
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from transformers import TrainerCallback
 
@@ -67,3 +68,38 @@ def plain_progress(trainer: Any, label: str, fields: dict[str, str], max_steps: 
     for printer in printers:
         trainer.remove_callback(printer)
     trainer.add_callback(StepProgress(label, fields, max_steps))
+
+
+class PhaseClock:
+    """Wall seconds of a stage's named phases, in the order they ran; each phase prints one line when it ends, so
+    long work shows where it is. The numbers are this call's: a phase whose results were cached (a finished run, cached
+    evaluation rows) takes about 0 s, so they time a cold run only when the run was cold.
+
+    >>> clock = PhaseClock("03_training", echo=False)
+    >>> with clock("ceiling"):
+    ...     pass
+    >>> list(clock.seconds), clock.seconds["ceiling"] < 1.0
+    (['ceiling'], True)
+    >>> PhaseClock.line({"training": 850.2, "evaluation": 1090.7})
+    'time per phase (this call; cached phases ~0 s): training 850 s, evaluation 1091 s'
+    """
+
+    def __init__(self, label: str, echo: bool = True) -> None:
+        self.label, self.echo = label, echo
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.perf_counter() - started, 1)
+            if self.echo:
+                print(f"[{self.label}] {name}: {self.seconds[name]:.0f} s", flush=True)
+
+    @staticmethod
+    def line(seconds: dict[str, float]) -> str:
+        """The phases' times in one line."""
+        return "time per phase (this call; cached phases ~0 s): " + ", ".join(
+            f"{name} {s:.0f} s" for name, s in seconds.items())

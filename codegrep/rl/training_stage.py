@@ -8,7 +8,7 @@ limits training also reads, :func:`codegrep.rl.training_run.episode_config`) on 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -548,6 +548,9 @@ class TrainingStage:
     """The expert-iteration arm's summary (:func:`expert_iteration_arm`), None when it did not run."""
     train_check: dict[str, Any] | None = None
     """The training-task check (:func:`train_check`): warm start vs GRPO on real train tasks the run never used."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of each phase of this call (``PhaseClock``; cached phases ~0 s), in the headline as
+    ``seconds_<phase>``."""
 
     def train_check_note(self) -> str:
         """The training-task check in one sentence (or why it did not run), and the kept policy on the held-out
@@ -573,7 +576,10 @@ class TrainingStage:
                                        "tokens", "kl", "seconds") if c in self.steps]]
 
     def summary_lines(self) -> str:
-        return "\n".join(f"{key}: {value}" for key, value in self.summary.items())
+        from codegrep.rl.progress import PhaseClock
+
+        lines = [f"{key}: {value}" for key, value in self.summary.items()]
+        return "\n".join(lines + ([PhaseClock.line(self.seconds)] if self.seconds else []))
 
     def evaluation_shown(self) -> pd.DataFrame:
         return self.evaluation[["policy", "n", "p_at_1", "p_at_1_lo", "p_at_1_hi", "p_at_1_diff", "p_at_1_diff_lo",
@@ -615,26 +621,40 @@ def run(cfg: dict[str, Any], out: Any, eval_limit: int | None = None, data_ablat
     report, the ceiling, the main run (trained once, reused), its held-out evaluation (cached rows reused), the
     training-task check (``train_check_tasks`` unused real train tasks; None = all, 0 = off), wins and losses,
     the data ablation when asked, the verdict; saves every table."""
+    from codegrep.rl.progress import PhaseClock
+
     cg, _ = train_arguments(cfg)
     eval_limit = eval_limit or cg.eval_tasks
-    conversion, fidelity = recorded_data_report(cfg, fidelity_runs)
-    table, numbers = ceiling(cfg, ceiling_tasks)
+    clock = PhaseClock(NOTEBOOK)  # one line per phase as it ends; the seconds go to the headline (seconds_*)
+    with clock("recorded_data"):
+        conversion, fidelity = recorded_data_report(cfg, fidelity_runs)
+    with clock("ceiling"):
+        table, numbers = ceiling(cfg, ceiling_tasks)
     out.table(table.reset_index(), "03_ceiling")
-    run_dir = main_run(cfg, out.artifacts)
+    with clock("training"):  # demonstrations, SFT warm start, GRPO (a finished run is reused)
+        run_dir = main_run(cfg, out.artifacts)
     steps = metrics_frame(run_dir)
     out.table(steps, "03_training_steps")
-    results = evaluation_rows(cfg, run_dir, out.artifacts, limit=eval_limit)
-    arm = expert_iteration_arm(cfg, run_dir, out.artifacts, results, limit=eval_limit) if cg.expert_iteration else None
-    check = train_check(cfg, run_dir, out.artifacts, train_check_tasks)
+    with clock("evaluation"):  # the policies and the baselines on the eval split (cached rows reused)
+        results = evaluation_rows(cfg, run_dir, out.artifacts, limit=eval_limit)
+    arm = None
+    if cg.expert_iteration:
+        with clock("expert_iteration"):
+            arm = expert_iteration_arm(cfg, run_dir, out.artifacts, results, limit=eval_limit)
+    with clock("train_check"):
+        check = train_check(cfg, run_dir, out.artifacts, train_check_tasks)
     evaluation = split_compare(results)
     out.table(evaluation, "03_before_after")
     outcomes = wins_losses(results)
     out.table(outcomes, "03_wins_losses")
-    mixes = demonstration_mix_ablation(cfg, out.artifacts) if data_ablation else None
-    if mixes is not None:
-        out.table(mixes, "03_data_ablation")
+    mixes = None
+    if data_ablation:
+        with clock("data_ablation"):
+            mixes = demonstration_mix_ablation(cfg, out.artifacts)
+        if mixes is not None:
+            out.table(mixes, "03_data_ablation")
     return TrainingStage(cfg, conversion, fidelity, table, numbers, run_dir, steps, run_summary(run_dir), results,
-                         evaluation, outcomes, mixes, training_verdict(evaluation), arm, check)
+                         evaluation, outcomes, mixes, training_verdict(evaluation), arm, check, clock.seconds)
 
 
 def train_check(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path,
@@ -764,6 +784,7 @@ def headline(result: TrainingStage) -> dict[str, Any]:
     numbers.update(train_check_numbers(result.train_check))
     numbers.update(kept_policy_numbers(result.train_check, result.results))
     numbers.update(result.ceiling_numbers)
+    numbers.update({f"seconds_{phase}": s for phase, s in result.seconds.items()})  # this call's, cached ~0
     if result.mixes is not None:
         for _, row in result.mixes.iterrows():
             if row["policy"] != "bm25":
