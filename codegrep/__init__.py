@@ -1,6 +1,6 @@
 """CodeGrep: an RL-trained retrieval agent for LLM coding agents (reproducibility bundle).
 
-The moving parts are four small protocols; every implementation in the package satisfies one of them.
+The moving parts are small protocols; every implementation in the package satisfies one of them.
 Value types live beside their implementations (``codegrep.data.tasks.Task``,
 ``codegrep.env.contract.ToolCall`` / ``ToolResult``, ``codegrep.retrievers.base.Retrieval``, ...).
 
@@ -76,6 +76,21 @@ class Retriever(Protocol):
     name: str
 
     def retrieve(self, task: "Task", checkout: Path) -> Ranking: ...
+
+
+@runtime_checkable
+class BatchRetriever(Protocol):
+    """A retriever that also runs several tasks at once (the agent: episodes in lock step, one batched generate
+    per turn); ``codegrep.retrievers.evaluate.evaluate`` then hands it ``batch_size`` tasks at a time."""
+
+    name: str
+    batch_size: int
+
+    def retrieve(self, task: "Task", checkout: Path) -> Ranking: ...
+
+    def batch_order(self, task: "Task") -> Any: ...
+
+    def retrieve_batch(self, tasks: Sequence["Task"], checkouts: Sequence[Path]) -> list[Ranking]: ...
 
 
 class AgentRun(Protocol):

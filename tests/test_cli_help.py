@@ -52,3 +52,12 @@ def test_reproduce_help_shows_measured_times():
     assert "25 min" in row and "7 s" in text
     assert "measured cold: 44 min on 2 idle cores, 2026-12-01, commit 0123456" in text
     assert "ci      plumbing check" in text and "(not measured)" in text
+
+
+def test_demos_choice_metavar_names_the_scripted_strategies():
+    """``bench demos --choice`` spells the strategies in its metavar (the CLI does not import them at start-up):
+    the spelling must be the strategies' own."""
+    from codegrep.retrievers.scripted import STRATEGIES
+
+    choice = next(a for a in dict(ALL)["codegrep bench demos"]._actions if "--choice" in a.option_strings)
+    assert choice.metavar == "{" + ",".join(STRATEGIES) + "}"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -159,6 +160,44 @@ def test_agent_retriever_runs_the_episode_loop(cache, tiny_repo, tmp_path):
     assert result.rounds == 2 and result.tool_calls == 2 and result.tokens > 0
     saved = json.loads(Path(result.extra["episode_path"]).read_text())
     assert saved["files"] == result.files and saved["instance_id"] == "local__tiny-0"
+
+
+def test_evaluate_runs_the_agent_in_batches_with_the_rows_of_one_at_a_time(cache, tiny_repo, tmp_path):
+    """The harness hands a batched retriever ``batch_size`` tasks at once (one generate per turn for all of them,
+    issues of similar length together) and every row lands on its own task: the same rows as one at a time."""
+    from codegrep import BatchRetriever
+    from codegrep.agent.policies import ScriptedPolicy
+    from codegrep.data.repos import RepoResolver
+    from codegrep.retrievers.agentic import AgentRetriever
+
+    repos, commit = tiny_repo
+    resolver, tasks = RepoResolver(repos_dir=repos, offline=True), tiny_tasks(commit)
+
+    def answer(history):  # grep a word of the issue, then submit the file that holds it: differs per task
+        issue = history[1]["content"]
+        word = next(w for w in ("parse_config_file", "fetch", "slugify") if w in issue)
+        if not any(m["role"] == "assistant" for m in history):
+            return '<tool_call>{"name": "grep", "arguments": {"pattern": "def %s"}}</tool_call>' % word
+        shown = re.search(r"^([\w/]+\.py):\d+:", history[-1]["content"], re.M).group(1)  # the grep's path:line: hit
+        return '<tool_call>{"name": "submit", "arguments": {"files": ["%s"]}}</tool_call>' % shown
+
+    rows, calls = {}, {}
+    for size in (1, 2):
+        policy, seen = ScriptedPolicy(answer), []
+        generate = policy.generate
+        policy.generate = lambda batch, generate=generate, seen=seen: (seen.append(len(batch)), generate(batch))[1]
+        agent = AgentRetriever({"policy": "scripted", "batch_size": size, "max_turns": 3, "grep_view": "lines"}, {},
+                               tmp_path / f"episodes{size}", policy=policy)
+        assert isinstance(agent, BatchRetriever) and agent.batch_size == size
+        metrics = evaluate(tasks, resolver, agent, tmp_path / f"agent{size}.jsonl", progress=False)
+        rows[size], calls[size] = read_rows(tmp_path / f"agent{size}.jsonl"), seen
+        assert metrics["acc@1"] == 1.0 and sorted(p.name for p in (tmp_path / f"episodes{size}").iterdir()) == \
+            [f"local__tiny-{i}.json" for i in range(3)]
+    assert calls[1] == [1] * 6 and calls[2] == [2, 2, 1, 1]  # 3 tasks, 2 turns: 2+1 per turn in batches of 2
+    for iid, row in rows[1].items():
+        assert row["files"] == rows[2][iid]["files"] == row["gold"], iid
+        assert row["rounds"] == rows[2][iid]["rounds"] == 2 and row["extra"]["submitted"]
+        assert row["fingerprint"] != rows[2][iid]["fingerprint"]  # batch_size is a setting: a hf batch pads histories
 
 
 @pytest.mark.slow  # importing sentence-transformers alone takes 10-70 s on 2 busy cores

@@ -164,17 +164,21 @@ def _run(episodes: list[Episode], envs: Sequence[ToolEnvironment], policy: Polic
 
 
 def run_episodes(items: Sequence[tuple[str, ToolEnvironment]], policy: Policy, config: AgentConfig | None = None,
-                 save_dir: str | Path | None = None, ids: Sequence[str] | None = None) -> list[Episode]:
-    """Run episodes in lock step, one batched generate per turn; saves ``save_dir/<id>.json`` for each."""
+                 save_dir: str | Path | None = None, ids: Sequence[str] | None = None,
+                 save_to: Sequence[str | Path | None] | None = None) -> list[Episode]:
+    """Run episodes in lock step, one batched generate per turn; saves ``save_dir/<id>.json`` for each, or each
+    to its ``save_to`` path (None: not saved), in ``finally:`` (even when the policy raises)."""
     config = config or AgentConfig()
     ids = list(ids) if ids is not None else [f"episode-{i:05d}" for i in range(len(items))]
     episodes = [_new_episode(text, policy, config, i) for (text, _), i in zip(items, ids)]
+    if save_to is None:
+        save_to = [Path(save_dir) / f"{i}.json" if save_dir is not None else None for i in ids]
     try:
         _run(episodes, [env for _, env in items], policy, config)
     finally:
-        if save_dir is not None:
-            for ep in episodes:
-                ep.save(Path(save_dir) / f"{ep.instance_id}.json")
+        for ep, path in zip(episodes, save_to):
+            if path is not None:
+                ep.save(path)
     return episodes
 
 

@@ -2,14 +2,16 @@
 
 The policy comes from the profile's ``agent:`` section; ``retrievers.agent`` may override its keys
 (``model``, ``endpoint``, ``policy``...) and set ``episodes_dir``. Each retrieval saves its episode JSON.
+The evaluation harness runs it ``agent.batch_size`` tasks at a time (``retrieve_batch``: episodes in lock step,
+one batched generate per turn), the batches notebook 03 evaluates with (``codegrep.rl.policy_rows.agent_rows``).
 """
 from __future__ import annotations
 
 import re
 import threading
-import time
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from codegrep import Policy
 from codegrep.data.tasks import Task
@@ -73,19 +75,45 @@ class AgentRetriever:
             return None
         return self.episodes_dir / (re.sub(r"[^A-Za-z0-9_.-]+", "_", task.instance_id) + ".json")
 
-    def retrieve(self, task: Task, checkout: Path) -> Retrieval:
-        from codegrep.agent.loop import run_episode
+    @property
+    def batch_size(self) -> int:
+        """Episodes run in lock step, one batched generate per turn (``agent.batch_size``, unset = 8; 1 = one at a time).
+        ``codegrep.retrievers.evaluate.evaluate`` hands this many tasks at once to :meth:`retrieve_batch`."""
+        return max(1, int(self.spec.get("batch_size") or 8))
+
+    def batch_order(self, task: Task) -> int:
+        """Sort key that puts issues of similar visible length in one batch (a batch is padded to its longest
+        prompt, and decoding cost grows with it)."""
+        from codegrep.agent.protocol import visible_issue
+
+        return len(visible_issue(task.problem_statement, self.agent_config))
+
+    def run_batch(self, tasks: Sequence[Task], envs: Sequence[Any]) -> list[Retrieval]:
+        """One lock-step batch of episodes (``codegrep.agent.loop.run_episodes``) on already open tool
+        environments, one per task; each episode is saved (``episode_path``) even when the policy raises."""
+        from codegrep.agent.loop import run_episodes
+
+        policy = self.policy
+        paths = [self.episode_path(t) for t in tasks]
+        eps = run_episodes([(t.problem_statement, e) for t, e in zip(tasks, envs)], policy, self.agent_config,
+                           ids=[t.instance_id for t in tasks], save_to=paths)
+        described = policy.describe()
+        return [Retrieval(files=list(ep.files), rounds=ep.rounds, tool_calls=ep.tool_calls, tokens=ep.tokens,
+                          seconds=ep.total_s, reasons={f: "submitted by the agent" for f in ep.files},
+                          extra={"episode_path": str(path) if path else None, "submitted": ep.submitted,
+                                 "format_errors": ep.format_errors, "timings": ep.timings(), "policy": described})
+                for ep, path in zip(eps, paths)]
+
+    def retrieve_batch(self, tasks: Sequence[Task], checkouts: Sequence[Path]) -> list[Retrieval]:
+        """:meth:`run_batch` on tool environments over the tasks' checkouts (one each)."""
         from codegrep.env.tools import ToolConfig
         from codegrep.env.workdir import RepoToolEnvironment
 
-        start = time.perf_counter()
-        policy, save_to = self.policy, self.episode_path(task)
-        with RepoToolEnvironment(Path(checkout), ToolConfig.from_dict(self.env_config)) as env:
-            ep = run_episode(task.problem_statement, env, policy, self.agent_config, save_to=save_to,
-                             instance_id=task.instance_id)
-        return Retrieval(files=list(ep.files), rounds=ep.rounds, tool_calls=ep.tool_calls, tokens=ep.tokens,
-                         seconds=time.perf_counter() - start,
-                         reasons={f: "submitted by the agent" for f in ep.files},
-                         extra={"episode_path": str(save_to) if save_to else None, "submitted": ep.submitted,
-                                "format_errors": ep.format_errors, "timings": ep.timings(),
-                                "policy": policy.describe()})
+        tools = ToolConfig.from_dict(self.env_config)
+        with ExitStack() as stack:
+            envs = [stack.enter_context(RepoToolEnvironment(Path(c), tools)) for c in checkouts]
+            return self.run_batch(tasks, envs)
+
+    def retrieve(self, task: Task, checkout: Path) -> Retrieval:
+        """One episode: :meth:`retrieve_batch` of one task."""
+        return self.retrieve_batch([task], [checkout])[0]

@@ -113,7 +113,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("--limit", type=positive_int, help="evaluate at most this many tasks (seeded sample; default: all)")
     p.add_argument("--split", help="only tasks of this split (train/eval)")
-    p.add_argument("--workers", type=positive_int, default=1, help="tasks evaluated in parallel threads (default: 1)")
+    p.add_argument("--workers", type=positive_int, default=1, help="tasks evaluated in parallel threads (default: 1); the agent instead runs "
+                   "its profile's agent.batch_size tasks in lock step, one batched generate per turn")
     p.add_argument("--out", required=True, help="results JSONL (resumed when it exists)")
     p.set_defaults(func=_evaluate)
 

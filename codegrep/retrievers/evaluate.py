@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from codegrep import Retriever
+from codegrep import BatchRetriever, Retriever
 from codegrep.data.tasks import Task
 from codegrep.metrics import acc_at_k, bootstrap_ci, dedupe, instance_metrics, macro_average, paired_bootstrap_diff
 from codegrep.retrievers.base import Retrieval
@@ -247,6 +247,10 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
     """Run ``retriever`` on every task, one row per instance in ``out_path``, and return the macro metrics over
     all requested tasks.
 
+    A :class:`codegrep.BatchRetriever` with a ``batch_size`` above 1 (the agent: episodes in lock step, one
+    batched generate per turn) gets its tasks in batches of that size, ordered by its ``batch_order`` key, one
+    checkout each; ``workers`` is then not used (the batch is the parallelism).
+
     Resume: a row already in ``out_path`` is reused only when its ``fingerprint`` (the task row's content and
     the retriever's settings) is this run's; any other row of a requested task is recomputed. New rows stream
     to a hidden ``.<name>.partial`` sibling (a killed run's rows are reused from it next time) and ``out_path``
@@ -295,6 +299,21 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
         retrieval.seconds = retrieval.seconds or time.perf_counter() - start
         return {**score_row(task, retrieval, k, retriever.name), "fingerprint": prints[task.instance_id]}
 
+    batch = int(retriever.batch_size) if isinstance(retriever, BatchRetriever) else 1
+    if batch > 1:  # tasks of similar cost together, in the retriever's order
+        todo = sorted(todo, key=retriever.batch_order)
+
+    def run_batch(group: list[Task]) -> list[dict[str, Any]]:
+        start = time.perf_counter()
+        with contextlib.ExitStack() as stack:
+            checkouts = [stack.enter_context(_checkout(t, resolver, pool, needed)) for t in group]
+            retrievals = retriever.retrieve_batch(group, checkouts)
+        rows = []
+        for task, retrieval in zip(group, retrievals):
+            retrieval.seconds = retrieval.seconds or (time.perf_counter() - start) / len(group)
+            rows.append({**score_row(task, retrieval, k, retriever.name), "fingerprint": prints[task.instance_id]})
+        return rows
+
     if todo:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(partial, "w", label=out_path, encoding="utf-8") as fh:  # rows kept so far, then new ones
@@ -312,7 +331,11 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
                     done[row["instance_id"]] = row
                     bar.update(1)
 
-            if workers <= 1:
+            if batch > 1:
+                for i in range(0, len(todo), batch):
+                    for row in run_batch(todo[i:i + batch]):
+                        record(row)
+            elif workers <= 1:
                 for task in todo:
                     record(run_one(task))
             else:

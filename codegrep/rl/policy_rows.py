@@ -42,13 +42,9 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
     """
     from tqdm.auto import tqdm
 
-    from codegrep.agent.loop import run_episodes
-    from codegrep.agent.policies import make_policy
-    from codegrep.agent.protocol import AgentConfig, visible_issue
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig, open_environment
-    from codegrep.retrievers.agentic import policy_spec
-    from codegrep.retrievers.base import Retrieval
+    from codegrep.retrievers.agentic import AgentRetriever, policy_spec
     from codegrep.retrievers.evaluate import read_rows, score_row
 
     out_path = Path(out_path)
@@ -56,15 +52,13 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
     done = read_rows(out_path)
     todo = [t for t in tasks if t.instance_id not in done]
     if todo:
-        spec = policy_spec(dict(cfg.get("agent") or {}), {"model": str(model)})
-        config = AgentConfig.from_dict(spec)
-        policy = make_policy(spec)
-        # batches of similar prompt length: a batch is padded to its longest prompt (decode cost grows with it)
-        todo = sorted(todo, key=lambda t: len(visible_issue(t.problem_statement, config)))
         env_sec = dict(cfg.get("env") or {})
+        # the CLI's retriever (``codegrep evaluate --retriever agent``): the same batches, order and rows
+        agent = AgentRetriever(policy_spec(dict(cfg.get("agent") or {}), {"model": str(model)}), env_sec,
+                               episodes_dir=out_path.with_suffix(""))
+        todo = sorted(todo, key=agent.batch_order)
         pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
-        size = max(1, int(spec.get("batch_size") or 8))
-        episodes_dir = out_path.with_suffix("")
+        size = agent.batch_size
         bar = tqdm(total=len(todo), desc=f"agent {Path(str(model)).name}", unit="instance", disable=not show_bar(progress))
         with out_path.open("a") as fh:
             for i in range(0, len(todo), size):
@@ -72,13 +66,8 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
                 with ExitStack() as stack:
                     envs = [stack.enter_context(open_environment(t, resolver, pool, env_sec.get("mode", "worktree"),
                                                                  tools)) for t in batch]
-                    eps = run_episodes([(t.problem_statement, e) for t, e in zip(batch, envs)], policy, config,
-                                       save_dir=episodes_dir, ids=[t.instance_id for t in batch])
-                for task, ep in zip(batch, eps):
-                    retrieval = Retrieval(files=list(ep.files), rounds=ep.rounds, tool_calls=ep.tool_calls,
-                                          tokens=ep.tokens, seconds=ep.total_s,
-                                          extra={"submitted": ep.submitted, "format_errors": ep.format_errors,
-                                                 "episode_path": str(episodes_dir / f"{ep.instance_id}.json")})
+                    retrievals = agent.run_batch(batch, envs)
+                for task, retrieval in zip(batch, retrievals):
                     row = score_row(task, retrieval, None, "agent")
                     fh.write(json.dumps(row, default=str) + "\n")
                     fh.flush()
