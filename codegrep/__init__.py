@@ -79,14 +79,11 @@ class Retriever(Protocol):
 
 
 @runtime_checkable
-class BatchRetriever(Protocol):
+class BatchRetriever(Retriever, Protocol):
     """A retriever that also runs several tasks at once (the agent: episodes in lock step, one batched generate
     per turn); ``codegrep.retrievers.evaluate.evaluate`` then hands it ``batch_size`` tasks at a time."""
 
-    name: str
     batch_size: int
-
-    def retrieve(self, task: "Task", checkout: Path) -> Ranking: ...
 
     def batch_order(self, task: "Task") -> Any: ...
 
