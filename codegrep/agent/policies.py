@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from codegrep import Policy
 from codegrep.agent.models import SMOLLM2_ALIASES
-from codegrep.agent.protocol import PolicyConfig, policy_config  # noqa: F401  (PolicyConfig: documented here)
+from codegrep.agent.protocol import PolicyConfig, policy_config
 from codegrep.agent.turn_controls import TurnControls
 
 Messages = list[dict[str, Any]]
@@ -287,8 +287,10 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
         model = None if str(model).lower() in SMOLLM2_ALIASES else model  # a local-only name: ask the server
         return OpenAIPolicy(spec["endpoint"], model=model, api_key=key, **sampling)
     return HFPolicy(spec.get("model") or "smollm2", device=spec.get("device") or "auto",
-                    batch_size=int(spec.get("batch_size") or 8), cpu_threads=spec.get("cpu_threads"),
-                    prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None else 4096,
+                    batch_size=int(spec.get("batch_size") or PolicyConfig.batch_size),
+                    cpu_threads=spec.get("cpu_threads"),
+                    prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None
+                    else PolicyConfig.prefix_cache_mb,
                     cpu_precision=spec.get("cpu_precision") or "fp32",
                     stop_after_calls=controls.stop_after_calls, distinct_greps=controls.distinct_greps,
                     copy_greps=controls.copy_greps, min_greps=controls.min_greps,

@@ -87,18 +87,21 @@ def json_load_pass(paths: list[str], workers: int, chunk: int = 8) -> float:
 
 
 class RssSampler(threading.Thread):
-    """Largest sum of resident set sizes of this process and its descendants, sampled every ``interval`` s."""
+    """Largest sum of resident set sizes of this process and its descendants (``children=False``: this process
+    alone), sampled every ``interval`` s. A child caught between ``fork`` and ``exec`` still maps its parent's pages,
+    so with a large parent that spawns tools (the agent's ripgrep calls) only ``children=False`` reads true."""
 
-    def __init__(self, interval: float = 0.2):
+    def __init__(self, interval: float = 0.2, children: bool = True):
         super().__init__(daemon=True)
         self.interval, self.peak_mb, self._done = interval, 0.0, threading.Event()
+        self.children = children
 
     def sample(self) -> float:
         import psutil
 
         me = psutil.Process()
         total = 0
-        for p in [me] + me.children(recursive=True):
+        for p in [me] + (me.children(recursive=True) if self.children else []):
             try:
                 total += p.memory_info().rss
             except psutil.Error:

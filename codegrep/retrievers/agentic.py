@@ -77,9 +77,12 @@ class AgentRetriever:
 
     @property
     def batch_size(self) -> int:
-        """Episodes run in lock step, one batched generate per turn (``agent.batch_size``, unset = 8; 1 = one at a time).
-        ``codegrep.retrievers.evaluate.evaluate`` hands this many tasks at once to :meth:`retrieve_batch`."""
-        return max(1, int(self.spec.get("batch_size") or 8))
+        """Episodes run in lock step, one batched generate per turn (``agent.batch_size``, unset = ``PolicyConfig``'s
+        default; 1 = one at a time). ``codegrep.retrievers.evaluate.evaluate`` hands this many tasks at once to
+        :meth:`retrieve_batch`."""
+        from codegrep.agent.protocol import PolicyConfig
+
+        return max(1, int(self.spec.get("batch_size") or PolicyConfig.batch_size))
 
     def batch_order(self, task: Task) -> int:
         """Sort key that puts issues of similar visible length in one batch (a batch is padded to its longest

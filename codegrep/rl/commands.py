@@ -195,11 +195,16 @@ def register_bench(bench_subparsers: Any) -> None:
                        "transformers' generate, same model and real TRAIN tasks",
         description="Runs the agent greedily on --tasks seeded real train tasks twice in one process: the baseline "
                     "(model.generate, no early stop, tasks in seeded order) and the profile's path (codegrep/agent/"
-                    "decode_bench.py). Prints one JSON object: seconds, speedup, tokens, P@1 of each arm.")
+                    "decode_bench.py). With --batch-sizes, the profile's path at each batch size instead (seconds "
+                    "and peak resident memory of each). Prints one JSON object: seconds, speedup, tokens, P@1 of each "
+                    "arm.")
     c.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
     c.add_argument("--model", default="smollm2", help="model directory or name (e.g. a run's final/ directory)")
     c.add_argument("--tasks", type=positive_int, default=32, help="real train tasks (default 32)")
     c.add_argument("--seed", type=int, default=0, help="seed of the task sample")
+    c.add_argument("--batch-sizes", type=positive_int, nargs="+", metavar="N",
+                   help="compare the profile's path at these agent.batch_size values (smallest first) instead of "
+                        "against the baseline, e.g. --batch-sizes 8 16")
     c.add_argument("--result", help="also write the JSON here")
     c.set_defaults(func=_bench_decode)
 
@@ -214,7 +219,8 @@ def _bench_decode(args: argparse.Namespace) -> int:
 
     if args.result:
         output_file(args.result, "--result")  # before the work, not after
-    doc = bench_decode(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed)
+    doc = bench_decode(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed,
+                       args.batch_sizes)
     text = json.dumps(doc, indent=1)
     if args.result:
         write_atomic(args.result, text + "\n")
