@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,9 +81,27 @@ class Outputs:
         path = self.artifacts / "headlines" / f"{notebook}.json"
         record = {"notebook": notebook, "source": source, "sources": dict(sources or {}),
                   "reasons": dict(reasons or {}),
-                  "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "numbers": numbers}
+                  "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "numbers": numbers,
+                  "peak_rss_mb": peak_rss_mb()}
         write_atomic(path, json.dumps(_jsonable(record), indent=2, sort_keys=True))
         return path
+
+
+def peak_rss_mb() -> float | None:
+    """The largest resident set any one process of this one's tree has held so far, in MB: this process's own
+    high-water mark or, if larger, that of its largest finished child (``getrusage``; a maximum, not a sum). A
+    notebook's last cell records it with the headline numbers, so each notebook's peak memory is in ``run.json``
+    (``notebook_peak_rss_mb``). None where ``resource`` is missing (not POSIX).
+
+    >>> peak_rss_mb() > 0
+    True
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover (Windows)
+        return None
+    kb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return round(kb / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)  # bytes on macOS, KiB on Linux
 
 
 def runs_dir(artifacts: str | Path | None, default_out: str | Path) -> Path:

@@ -154,7 +154,9 @@ def _version(pkg: str) -> str | None:
 def write_run_record(artifacts: Path, cfg: dict[str, Any], seconds: dict[str, Any],
                      cpu: dict[str, Any] | None = None) -> Path:
     """``run.json``: versions, git commit, profile, seed, the resolved config, wall times and, per notebook, how the
-    machine's CPU time went while it ran (``notebook_cpu``: busy/idle/steal shares, ``pipeline.cpu_shares``)."""
+    machine's CPU time went while it ran (``notebook_cpu``: busy/idle/steal shares, ``pipeline.cpu_shares``) and the
+    peak memory its kernel recorded with its headline numbers (``notebook_peak_rss_mb``: the largest single process,
+    ``codegrep.artifacts.peak_rss_mb``; notebooks whose headline has none are left out)."""
     from codegrep.config import project_root
 
     record = {
@@ -164,11 +166,25 @@ def write_run_record(artifacts: Path, cfg: dict[str, Any], seconds: dict[str, An
         "versions": {p: _version(p) for p in ("codegrep", "torch", "transformers", "trl", "datasets",
                                               "bm25s", "sentence-transformers", "papermill", "mcp", "vllm")},
         "notebook_seconds": seconds, "notebook_cpu": cpu or {},
+        "notebook_peak_rss_mb": _headline_peaks(Path(artifacts), seconds),
         "config": {k: v for k, v in cfg.items() if k != "_source"},
     }
     path = Path(artifacts) / "run.json"
     write_atomic(path, json.dumps(record, indent=2, sort_keys=True, default=str))
     return path
+
+
+def _headline_peaks(artifacts: Path, notebooks: Any) -> dict[str, float]:
+    """``{notebook: peak_rss_mb}`` from the headline records in ``artifacts/headlines`` (unreadable ones skipped)."""
+    out = {}
+    for name in notebooks:
+        try:
+            peak = json.loads((artifacts / "headlines" / f"{name}.json").read_text()).get("peak_rss_mb")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(peak, (int, float)):
+            out[name] = peak
+    return out
 
 
 def _fmt(fmt: str, value: Any) -> str:

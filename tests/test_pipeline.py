@@ -193,6 +193,30 @@ def test_run_record_keeps_cpu_steal_and_the_measured_time_says_so(tmp_path):
         assert ("stolen by the host" in machine) == (steal > 0), machine
 
 
+def test_each_notebooks_peak_memory_goes_from_its_headline_to_run_json(tmp_path):
+    """A notebook's headline record carries its kernel's peak resident memory, and ``run.json`` collects it per
+    notebook (a notebook without a headline, or with an unreadable one, is left out, not guessed)."""
+    import json
+
+    from codegrep.artifacts import Outputs
+    from codegrep.report import write_run_record
+
+    import psutil
+
+    out = Outputs(tmp_path / "artifacts", tmp_path / "figures")
+    ballast = b"x" * (64 << 20)  # 64 MB written, so resident now
+    now_mb = psutil.Process().memory_info().rss / 2**20
+    record = json.loads(out.headline("03_training", {"x": 1.0}).read_text())
+    ram_mb = psutil.virtual_memory().total / 2**20
+    assert now_mb * 0.98 <= record["peak_rss_mb"] <= ram_mb and record["numbers"] == {"x": 1.0}  # MB, not KB or GB
+    del ballast
+    (out.artifacts / "headlines" / "04_ablation.json").write_text("{broken")
+    run = json.loads(write_run_record(out.artifacts, {"profile": "smoke"},
+                                      {"03_training": 1.0, "04_ablation": 2.0, "05_precision_threshold": None})
+                     .read_text())
+    assert run["notebook_peak_rss_mb"] == {"03_training": record["peak_rss_mb"]}
+
+
 def test_a_replicate_run_is_not_a_profiles_measured_time(tmp_path):
     """``docs/results/replicates/<name>/run.json`` (a run kept beside the committed one) is not read as a profile."""
     from codegrep.pipeline import measured_times
