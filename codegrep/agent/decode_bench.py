@@ -45,6 +45,7 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
     from codegrep.config import section
     from codegrep.env.pool import WorktreePool
     from codegrep.env.tools import ToolConfig, open_environment
+    from codegrep.mining.bench import RssSampler
     from codegrep.rl.curve import real_train_split
 
     pool_tasks, dev, resolver = real_train_split(cfg, 1, seed)
@@ -75,8 +76,6 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
                            "tasks": "seeded real TRAIN tasks (never an evaluation instance)", "arms": {}}
     turns: dict[str, dict[str, list[str]]] = {}
     gold = {t.instance_id: set(t.gold_files) for t in tasks}
-    from codegrep.mining.bench import RssSampler
-
     for name, (policy, order) in arms.items():
         started, episodes, rss = time.perf_counter(), [], RssSampler(0.1, children=False)
         rss.start()
