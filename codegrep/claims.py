@@ -557,6 +557,20 @@ def _verify(res: Results) -> Row:
                res.study_label("verify"))
 
 
+def _mine_memory(d: dict) -> str:
+    """The 67K bench's peak memory as its file measured it: a PSS sum (``peak_memory_mb``, from 2026-12-05) or, in
+    older files, a sum of RSS (``peak_rss_mb``) that counted pages the forked workers share with their parent twice.
+
+    >>> _mine_memory({"peak_memory_mb": 120.4})
+    'peak memory 120 MB (PSS, shared pages once)'
+    >>> _mine_memory({"peak_rss_mb": 163.2})
+    'peak RSS 163 MB (summed over workers)'
+    """
+    if d.get("peak_memory_mb") is not None:
+        return f"peak memory {fmt(d['peak_memory_mb'], '{:.0f}')} MB (PSS, shared pages once)"
+    return f"peak RSS {fmt(d.get('peak_rss_mb'), '{:.0f}')} MB (summed over workers)"
+
+
 def _mine_67k(res: Results) -> Row:
     d = res.external.get("mine_67k")
     if d is None:
@@ -567,7 +581,7 @@ def _mine_67k(res: Results) -> Row:
     return Row("Mining scales to 67K trajectories (speed)", f"{PAPER_REFERENCE['mining.n_trajectories']:,} "
                f"trajectories; bundle target ≤ {fmt(target, '{:.0f}')} s (not the paper's)",
                f"{fmt(secs, '{:.1f}')} s wall ({fmt(d.get('trajectories_per_s'), '{:,.0f}')} trajectories/s, "
-               f"{d.get('workers', '?')} workers), peak RSS {fmt(d.get('peak_rss_mb'), '{:.0f}')} MB",
+               f"{d.get('workers', '?')} workers), {_mine_memory(d)}",
                count(d.get("trajectories"), "trajectories (resampled real runs)"), "measured", v,
                f"measured by `{d.get('command', 'codegrep bench mine')}` on {d.get('machine', '?')}; "
                + ("meets" if v == SUPPORTED else "misses") + " the target.", res.study_label("mine_67k"))

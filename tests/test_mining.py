@@ -163,8 +163,44 @@ def test_bench_runs_small_on_real_runs_beside_json_load():
     assert result["trajectories"] == result["parsed"] == result["records"] == 40 and not result["failed"]
     assert result["json_load_trajectories"] == 20 and result["json_load_trajectories_per_s"] > 0
     assert 100 < result["mean_kb_per_trajectory"] < 1000  # real sizes, not tiny synthetic rows
-    assert result["mb_per_s"] > 0 and result["seconds_for_67k"] > 0 and result["peak_rss_mb"] > 0
+    assert result["mb_per_s"] > 0 and result["seconds_for_67k"] > 0 and result["peak_memory_mb"] > 0
     assert result["meets_time_target"] == (result["seconds_for_67k"] < 120)
+
+
+def test_rss_sampler_counts_pages_a_forked_child_shares_once():
+    """A child forked from a parent holding 256 MB maps those pages too: summing RSS would read ~2x the parent,
+    the PSS sum reads them once. children=False reads the parent alone."""
+    import multiprocessing
+
+    import psutil
+    import pytest
+
+    from codegrep.mining.bench import RssSampler
+
+    if not hasattr(psutil.Process().memory_full_info(), "pss"):
+        pytest.skip("no PSS on this platform (the sampler falls back to RSS)")
+    block = bytearray(256 * 2**20)
+    block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page
+    ready, done = multiprocessing.get_context("fork").Event(), multiprocessing.get_context("fork").Event()
+    child = multiprocessing.get_context("fork").Process(target=_hold_until, args=(ready, done))
+    child.start()
+    try:
+        assert ready.wait(30)
+        parent_mb = psutil.Process().memory_info().rss / 2**20
+        child_rss_mb = psutil.Process(child.pid).memory_info().rss / 2**20
+        both = RssSampler(children=True).sample()
+        assert child_rss_mb > 200  # the child does map the parent's block (what an RSS sum would count twice)
+        assert parent_mb * 0.9 < both < parent_mb + 100, (parent_mb, child_rss_mb, both)
+        assert abs(RssSampler(children=False).sample() - parent_mb) < 50
+    finally:
+        done.set()
+        child.join(30)
+    del block
+
+
+def _hold_until(ready, done):
+    ready.set()
+    done.wait(60)
 
 
 def test_bench_cli_refuses_bad_numbers(capsys):
