@@ -269,6 +269,42 @@ def test_copy_greps_is_wired_from_the_profile_and_min_greps_needs_it(policy):
     assert isinstance(proc, CopiedGrepPatterns) and proc.min_greps == 6 and proc.width == 10
 
 
+def test_argument_keys_allow_only_the_tools_argument_names_as_the_first_key(policy):
+    """``agent.argument_keys``: at the first key of a call's arguments only tokens writing toward one of the tool's
+    argument names survive, so the nested ``{"arguments": {"arguments": ...`` a CPU GRPO policy learned cannot be
+    written; inside a value, after the first key, and for an unknown tool nothing is banned. Wired from the profile."""
+    import torch
+
+    from codegrep.agent.constraints import ArgumentKeys
+    from codegrep.agent.policies import make_policy
+
+    tok = policy.tokenizer
+    prompt = tok("prompt", add_special_tokens=False, return_tensors="pt")["input_ids"]
+    proc, vocab = ArgumentKeys(tok, prompt.shape[1]), len(tok)
+
+    def scores_after(text: str) -> torch.Tensor:
+        new = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        return proc(torch.cat([prompt, new], 1), torch.zeros(1, vocab))[0]
+
+    def open_ids(scores: torch.Tensor) -> set[str]:
+        return {tok.decode([i]) for i in torch.nonzero(~torch.isinf(scores)).flatten().tolist()}
+
+    submit = '<tool_call>{"name": "submit", "arguments": {'
+    after_brace = open_ids(scores_after(submit))
+    assert '"' in after_brace and all('"files"'.startswith(t) or t.startswith('"files"') for t in after_brace)
+    after_quote = open_ids(scores_after(submit + '"'))
+    assert "files" in after_quote and "arguments" not in after_quote and "arg" not in after_quote
+    read = open_ids(scores_after('<tool_call>{"name": "read", "arguments": {"'))
+    assert {"path", "start", "end"} <= read and "pattern" not in read and "files" not in read
+    for free in (submit + '"files": ["a', '<tool_call>{"name": "grep", "arguments": {"pattern": "x", "',
+                 '<tool_call>{"name": "nope", "arguments": {"', "no call yet"):
+        assert not torch.isinf(scores_after(free)).any(), free
+    hf = make_policy({"policy": "hf", "model": policy.model_name, "device": "cpu", "argument_keys": True})
+    assert hf.describe()["argument_keys"] is True
+    (wired,) = hf.controls.generate_kwargs(hf.tokenizer, 10)["logits_processor"]
+    assert isinstance(wired, ArgumentKeys) and wired.width == 10
+
+
 def test_copy_greps_keeps_globs_to_the_issues_file_names_and_submits_to_listed_files(policy):
     """A glob may only look for a file the issue names; a submitted path must be one an observation listed (the
     ranked line or a file row), each once; with nothing to copy (no file listed), nothing is banned."""

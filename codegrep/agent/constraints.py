@@ -13,6 +13,10 @@ decoding it changes only which tokens may be chosen, never the tools, their outp
 expert's call for each, :func:`issue_patterns`), each once per turn, so an invented term (``mathSymbol`` after
 ``MatrixSymbol``) cannot be written and a repeat cannot end the turn; the policy still chooses which terms, in what
 order, how many, and what to submit. ``agent.min_greps`` keeps a turn of greps from ending before that many.
+
+``agent.argument_keys`` guards the call's shape: the first key of a call's ``arguments`` object must be one of that
+tool's argument names (``tool_schemas()``), so a policy cannot nest ``{"arguments": {"arguments": ...`` (a GRPO
+policy on CPU learned to, and stopped submitting; docs/training.md, "The fifteenth cold run").
 """
 from __future__ import annotations
 
@@ -208,25 +212,52 @@ def earlier_values(text: str, tool: str) -> list[str]:
     return [json.dumps(c.arguments["pattern"])[1:-1] for c in parse_tool_calls(closed).calls if c.name == tool]
 
 
-class CopiedGrepPatterns:
-    """``agent.copy_greps`` as a transformers ``LogitsProcessor``: inside a grep or glob pattern, only tokens that keep
-    it (closing quote included) a prefix of one of the issue's patterns of that tool (:func:`issue_patterns`) not yet
-    written in this turn may be chosen, and inside a submitted file, one of the files the observations listed
-    (:func:`shown_files`) not yet submitted; so every search looks for a term of the issue, none twice, and every
-    submitted path is one the tools showed. Where nothing fits (a glob when the issue names no file; banning the
-    closing quote of a repeat there made the model write junk until the token cap), nothing is banned. With
-    ``min_greps``, a turn that has closed fewer greps than that (and no submit) may not end while terms are left."""
+_FIRST_KEY = re.compile(r'^\s*\{\s*"name"\s*:\s*"(\w+)"\s*,\s*"arguments"\s*:\s*\{\s*("[^"]*)?$', re.DOTALL)
 
-    def __init__(self, tokenizer: Any, prompt_width: int, min_greps: int = 0) -> None:
+
+def first_key(text: str) -> tuple[str, str] | None:
+    """Where ``text`` (a turn so far) ends at the first key of a call's ``arguments`` object: ``(tool, the key's
+    JSON text so far, its opening quote included; '' before it)``, else None.
+
+    >>> first_key('<tool_call>{"name": "submit", "arguments": {'), first_key('<tool_call>{"name": "grep", "arguments": {"pat')
+    (('submit', ''), ('grep', '"pat'))
+    >>> first_key('<tool_call>{"name": "grep", "arguments": {"pattern": "x'), first_key('no call')
+    (None, None)
+    """
+    at = text.rfind(_OPEN)
+    if at < 0:
+        return None
+    m = _FIRST_KEY.match(text[at + len(_OPEN):])
+    return (m.group(1), m.group(2) or "") if m else None
+
+
+def argument_names(tool: str) -> list[str]:
+    """The argument names of ``tool`` in the protocol's schemas (``codegrep.env.tools.tool_schemas``), required ones
+    first; none for an unknown tool.
+
+    >>> argument_names("submit"), argument_names("read"), argument_names("nope")
+    (['files'], ['path', 'start_line', 'end_line'], [])
+    """
+    from codegrep.env.tools import tool_schemas
+
+    for schema in tool_schemas():
+        fn = schema["function"]
+        if fn["name"] == tool:
+            required = list(fn["parameters"].get("required", []))
+            return required + [k for k in fn["parameters"]["properties"] if k not in required]
+    return []
+
+
+class _TokenPrefixes:
+    """Token ids that continue a string toward one of a few allowed strings (the vocabulary indexed once)."""
+
+    def __init__(self, tokenizer: Any) -> None:
         import bisect
 
-        self.tokenizer, self.width, self.min_greps, self._bisect = tokenizer, prompt_width, min_greps, bisect
+        self._bisect = bisect
         self.exact = exact_token_strings(tokenizer)
         self.sorted = sorted(self.exact)
         self.longest = max(map(len, self.exact))
-        vocab = tokenizer.get_vocab()
-        self.enders = sorted({i for i in (tokenizer.eos_token_id, vocab.get("<|im_end|>")) if isinstance(i, int)})
-        self._options: dict[tuple[bytes, str], list[str]] = {}
 
     def allowed(self, value: str, patterns: list[str]) -> list[int]:
         """Token ids that keep ``value`` a prefix of some ``pattern + '"'``, or that write past that closing quote."""
@@ -243,6 +274,50 @@ class CopiedGrepPatterns:
                 ids.update(self.exact[self.sorted[i]])
                 i += 1
         return sorted(ids)
+
+
+class ArgumentKeys(_TokenPrefixes):
+    """``agent.argument_keys`` as a transformers ``LogitsProcessor``: where a row is at the first key of a call's
+    ``arguments`` object, only tokens that write (toward) one of the tool's argument names, quoted, may be chosen;
+    an unknown tool name is left alone (the parser reports it). Like the copy constraint it changes which tokens may
+    be written, never the tools, their output or the parser."""
+
+    def __init__(self, tokenizer: Any, prompt_width: int) -> None:
+        super().__init__(tokenizer)
+        self.tokenizer, self.width = tokenizer, prompt_width
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if input_ids.shape[1] <= self.width:
+            return scores
+        for row in range(input_ids.shape[0]):
+            text = self.tokenizer.decode(input_ids[row, self.width:], skip_special_tokens=True)
+            where = first_key(text)
+            if where is None:
+                continue
+            names = argument_names(where[0])
+            ids = self.allowed(where[1], ['"' + n for n in names]) if names else []
+            if ids:
+                keep = scores[row, ids].clone()
+                scores[row] = float("-inf")
+                scores[row, ids] = keep
+        return scores
+
+
+class CopiedGrepPatterns(_TokenPrefixes):
+    """``agent.copy_greps`` as a transformers ``LogitsProcessor``: inside a grep or glob pattern, only tokens that keep
+    it (closing quote included) a prefix of one of the issue's patterns of that tool (:func:`issue_patterns`) not yet
+    written in this turn may be chosen, and inside a submitted file, one of the files the observations listed
+    (:func:`shown_files`) not yet submitted; so every search looks for a term of the issue, none twice, and every
+    submitted path is one the tools showed. Where nothing fits (a glob when the issue names no file; banning the
+    closing quote of a repeat there made the model write junk until the token cap), nothing is banned. With
+    ``min_greps``, a turn that has closed fewer greps than that (and no submit) may not end while terms are left."""
+
+    def __init__(self, tokenizer: Any, prompt_width: int, min_greps: int = 0) -> None:
+        super().__init__(tokenizer)
+        self.tokenizer, self.width, self.min_greps = tokenizer, prompt_width, min_greps
+        vocab = tokenizer.get_vocab()
+        self.enders = sorted({i for i in (tokenizer.eos_token_id, vocab.get("<|im_end|>")) if isinstance(i, int)})
+        self._options: dict[tuple[bytes, str], list[str]] = {}
 
     def options(self, prompt_ids: Any, tool: str) -> list[str]:
         """What one row's ``tool`` string may be (cached per prompt): the issue's grep or glob patterns

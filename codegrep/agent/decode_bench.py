@@ -66,7 +66,8 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
                         batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
                         prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0,  # its own
                         distinct_greps=fast.controls.distinct_greps, copy_greps=fast.controls.copy_greps,
-                        min_greps=fast.controls.min_greps)  # the same token constraint: which tokens may be written
+                        min_greps=fast.controls.min_greps,  # the same token constraint: which tokens may be written
+                        argument_keys=fast.controls.argument_keys)
         plain = _at_batch_size(fast, size)  # the profile's policy without drafts, with a prefix cache of its own
         plain.draft_tokens = 0
         arms = {"baseline": (base, tasks), "rows_leave": (plain, by_length), "fast": (fast, by_length)}

@@ -125,6 +125,11 @@ class PolicyConfig:
     """hf, with ``copy_greps``: a turn of greps may not end (its end-of-turn tokens are banned after a closed call)
     before it has written this many, while issue terms are left (0 = off). The scripted expert writes 6; on the 55
     real train tasks its first 3 terms reach P@1 14/55, its first 6 22/55 (docs/training.md)."""
+    argument_keys: bool = False
+    """hf and GRPO rollouts: a decoding constraint on the call's shape — the first key of a call's ``arguments``
+    object must be one of that tool's argument names (``tool_schemas()``), so ``{"arguments": {"arguments": ...``
+    cannot be written (``codegrep.agent.constraints.ArgumentKeys``). Off by default; the committed smoke run did not
+    use it (docs/training.md, "The fifteenth cold run")."""
     draft_tokens: int = 0
     """hf and GRPO rollouts: speculative decoding with prompt-lookup drafts — each step feeds up to this many tokens
     copied from what followed the row's last tokens earlier in its own text (the call syntax, the issue's terms, the

@@ -32,7 +32,7 @@ class TurnControls:
     """The decoding controls of one agent turn (the ``agent:`` keys of the same names, docs/agent.md).
 
     >>> TurnControls.from_agent({"max_calls_per_turn": 8, "copy_greps": True, "min_greps": 6})
-    TurnControls(stop_after_calls=8, distinct_greps=False, copy_greps=True, min_greps=6)
+    TurnControls(stop_after_calls=8, distinct_greps=False, copy_greps=True, min_greps=6, argument_keys=False)
     """
 
     stop_after_calls: int | None = 0
@@ -44,29 +44,32 @@ class TurnControls:
     """Searches copy the issue's terms, submits name files the observations listed, each once."""
     min_greps: int = 0
     """With ``copy_greps``: a turn of greps may not end before this many greps while issue terms are left."""
+    argument_keys: bool = False
+    """A call's first argument key is one of its tool's argument names (no nested ``"arguments"``)."""
 
     @classmethod
     def from_agent(cls, spec: dict[str, Any]) -> TurnControls:
         """From an ``agent:`` section (its ``stop_early``, ``max_calls_per_turn``, ``distinct_greps``, ``copy_greps``,
-        ``min_greps``); ``min_greps`` without ``copy_greps`` is an error naming both."""
+        ``min_greps``, ``argument_keys``); ``min_greps`` without ``copy_greps`` is an error naming both."""
         if spec.get("min_greps") and not spec.get("copy_greps"):
             raise ValueError("agent.min_greps needs agent.copy_greps: true (it is part of that constraint)")
         return cls(stop_after_calls(spec), bool(spec.get("distinct_greps")), bool(spec.get("copy_greps")),
-                   int(spec.get("min_greps") or 0))
+                   int(spec.get("min_greps") or 0), bool(spec.get("argument_keys")))
 
     def generate_kwargs(self, tokenizer: Any, prompt_width: int) -> dict[str, Any]:
         """``stopping_criteria`` / ``logits_processor`` for one batched decode whose new tokens start at column
         ``prompt_width`` (left-padded prompts); only the controls that are on."""
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
-        from codegrep.agent.constraints import CopiedGrepPatterns, DistinctGrepStarts
+        from codegrep.agent.constraints import ArgumentKeys, CopiedGrepPatterns, DistinctGrepStarts
         from codegrep.agent.stopping import TurnStop
 
         out: dict[str, Any] = {}
         if self.stop_after_calls != 0:
             out["stopping_criteria"] = StoppingCriteriaList([TurnStop(tokenizer, prompt_width, self.stop_after_calls)])
         processors = [DistinctGrepStarts(tokenizer, prompt_width)] * self.distinct_greps \
-            + [CopiedGrepPatterns(tokenizer, prompt_width, self.min_greps)] * self.copy_greps
+            + [CopiedGrepPatterns(tokenizer, prompt_width, self.min_greps)] * self.copy_greps \
+            + [ArgumentKeys(tokenizer, prompt_width)] * self.argument_keys
         if processors:
             out["logits_processor"] = LogitsProcessorList(processors)
         return out
