@@ -168,8 +168,8 @@ def test_bench_runs_small_on_real_runs_beside_json_load():
 
 
 def test_rss_sampler_counts_pages_a_forked_child_shares_once():
-    """A child forked from a parent holding 256 MB maps those pages too: summing RSS would read ~2x the parent,
-    the PSS sum reads them once. children=False reads the parent alone."""
+    """A child forked from a parent holding 256 MB maps those pages too: summing RSS would read the parent twice
+    over, the PSS sum counts the block once. children=False reads the parent alone."""
     import multiprocessing
 
     import psutil
@@ -190,7 +190,9 @@ def test_rss_sampler_counts_pages_a_forked_child_shares_once():
         child_rss_mb = psutil.Process(child.pid).memory_info().rss / 2**20
         both = RssSampler(children=True).sample()
         assert child_rss_mb > 200  # the child does map the parent's block (what an RSS sum would count twice)
-        assert parent_mb * 0.9 < both < parent_mb + 100, (parent_mb, child_rss_mb, both)
+        # the block counts once in full (half in each process); the sum stays near the parent's RSS, not twice it
+        # (PSS also splits library pages with processes outside this tree, so it may read below the parent's RSS)
+        assert 256 * 0.95 < both < parent_mb + 100, (parent_mb, child_rss_mb, both)
         assert abs(RssSampler(children=False).sample() - parent_mb) < 50
     finally:
         done.set()
