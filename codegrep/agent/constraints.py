@@ -20,6 +20,7 @@ policy on CPU learned to, and stopped submitting; docs/training.md, "The fifteen
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -231,12 +232,13 @@ def first_key(text: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2) or "") if m else None
 
 
-def argument_names(tool: str) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def argument_names(tool: str) -> tuple[str, ...]:
     """The argument names of ``tool`` in the protocol's schemas (``codegrep.env.tools.tool_schemas``), required ones
-    first; none for an unknown tool.
+    first; none for an unknown tool. Cached: the schemas are fixed, and a decoder asks at every first-key step.
 
     >>> argument_names("submit"), argument_names("read"), argument_names("nope")
-    (['files'], ['path', 'start_line', 'end_line'], [])
+    (('files',), ('path', 'start_line', 'end_line'), ())
     """
     from codegrep.env.tools import tool_schemas
 
@@ -244,8 +246,8 @@ def argument_names(tool: str) -> list[str]:
         fn = schema["function"]
         if fn["name"] == tool:
             required = list(fn["parameters"].get("required", []))
-            return required + [k for k in fn["parameters"]["properties"] if k not in required]
-    return []
+            return tuple(required + [k for k in fn["parameters"]["properties"] if k not in required])
+    return ()
 
 
 class _TokenPrefixes:
