@@ -181,8 +181,9 @@ def test_rss_sampler_counts_pages_a_forked_child_shares_once():
         pytest.skip("no PSS on this platform (the sampler falls back to RSS)")
     block = bytearray(256 * 2**20)
     block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page
-    ready, done = multiprocessing.get_context("fork").Event(), multiprocessing.get_context("fork").Event()
-    child = multiprocessing.get_context("fork").Process(target=_hold_until, args=(ready, done))
+    fork = multiprocessing.get_context("fork")
+    ready, done = fork.Event(), fork.Event()
+    child = fork.Process(target=_hold_until, args=(ready, done))
     child.start()
     try:
         assert ready.wait(30)
