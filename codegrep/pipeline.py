@@ -190,6 +190,7 @@ def _run_one(nb_path: Path, executed: Path, params: dict[str, Any]) -> None:
     import tempfile
 
     import papermill as pm
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     try:
@@ -201,6 +202,12 @@ def _run_one(nb_path: Path, executed: Path, params: dict[str, Any]) -> None:
         raise NotebookFailed(f"notebook {nb_path.stem} failed in cell {exc.cell_index} "
                              f"(execution count {exc.exec_count}): {exc.ename}: {exc.evalue}\n"
                              f"executed copy with the traceback: {executed}") from None
+    except DeadKernelError:  # no Python error: the kernel process was killed (on Linux most often for memory)
+        raise NotebookFailed(f"notebook {nb_path.stem}: its kernel died without a Python error, killed by the "
+                             "operating system (most often the out-of-memory killer: `dmesg` says; each notebook's "
+                             "peak memory is `notebook_peak_rss_mb` in docs/results/*/run.json); notebooks that "
+                             f"finished before it stay cached, so a rerun resumes here; executed copy: {executed}") \
+            from None
 
 
 def cpu_ticks() -> list[int] | None:

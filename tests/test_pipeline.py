@@ -82,6 +82,21 @@ def test_failing_notebook_names_notebook_and_cell(tmp_path):
     assert "01_mining" not in cache, "a failed run must not be cached"
 
 
+def test_a_killed_kernel_is_one_clear_line_and_is_not_cached(tmp_path):
+    """A kernel the operating system kills (the out-of-memory killer: a cold run's notebook 04 beside another job)
+    raises no Python error: ``reproduce`` names the notebook and the likely cause, the CLI's error boundary prints it
+    as one line without a traceback (``user_message``, exit 2), and the notebook is not cached."""
+    from codegrep.errors import user_message
+
+    _notebook(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    with pytest.raises(NotebookFailed, match=r"01_mining: its kernel died without a Python error.*out-of-memory") as got:
+        reproduce(profile="ci", only="01", out=tmp_path / "run", notebooks_dir=tmp_path / "nbs")
+    line = user_message(got.value)
+    assert line and "\n" not in line and "01_mining" in line and "rerun resumes" in line
+    cache = tmp_path / "run/artifacts/notebooks/cache.json"
+    assert not cache.exists() or "01_mining" not in json.loads(cache.read_text())
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_committed_notebook_has_no_outputs_and_one_parameters_cell(name):
     path = ROOT / "notebooks" / f"{name}.ipynb"
