@@ -122,11 +122,12 @@ def test_kl_probe_is_nonzero_after_an_update_with_beta_zero(tmp_path):
 
 
 def test_grpo_rollouts_decode_under_the_agents_constraints(tmp_path, monkeypatch):
-    """GRPO's rollout turns get the stops and constraints evaluation decodes with (agent.copy_greps here): the
-    rollout's decoder receives the turn stop and the copy constraint for its prompt width, and that constraint, on
+    """GRPO's rollout turns get the stops and constraints evaluation decodes with (agent.copy_greps here, and ci's
+    agent.argument_keys): the rollout's decoder receives the turn stop, the copy constraint and the argument-keys
+    guard for its prompt width, and the copy constraint, on
     the rollout's own prompt, lets a grep pattern continue only into one of the issue's terms."""
     import codegrep.agent.prefix_cache as pc
-    from codegrep.agent.constraints import CopiedGrepPatterns, issue_patterns
+    from codegrep.agent.constraints import ArgumentKeys, CopiedGrepPatterns, issue_patterns
     from codegrep.agent.stopping import TurnStop
     from codegrep.config import load_profile
     from codegrep.rl.training_run import build_trainer, train_arguments
@@ -145,8 +146,9 @@ def test_grpo_rollouts_decode_under_the_agents_constraints(tmp_path, monkeypatch
                                      return_dict=False)
     completions, _ = trainer._generate_single_turn([prompt, prompt[3:]], None, {}, num_generations=1)
     assert len(completions) == 2 and len(seen) == 1
-    (stop,), (proc,) = seen[0]["stopping_criteria"], seen[0]["logits_processor"]
+    (stop,), (proc, keys) = seen[0]["stopping_criteria"], seen[0]["logits_processor"]
     assert isinstance(stop, TurnStop) and stop.max_calls == cfg["agent"]["max_calls_per_turn"]
+    assert cfg["agent"]["argument_keys"] and isinstance(keys, ArgumentKeys) and keys.width == len(prompt)  # ci: on
     assert isinstance(proc, CopiedGrepPatterns) and proc.width == len(prompt) and proc.min_greps == 2
     terms = issue_patterns(tok.decode(prompt))
     assert terms
