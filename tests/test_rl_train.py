@@ -124,8 +124,8 @@ def test_kl_probe_is_nonzero_after_an_update_with_beta_zero(tmp_path):
 def test_grpo_rollouts_decode_under_the_agents_constraints(tmp_path, monkeypatch):
     """GRPO's rollout turns get the stops and constraints evaluation decodes with (agent.copy_greps here, and ci's
     agent.argument_keys): the rollout's decoder receives the turn stop, the copy constraint and the argument-keys
-    guard for its prompt width, and the copy constraint, on
-    the rollout's own prompt, lets a grep pattern continue only into one of the issue's terms."""
+    guard for its prompt width, and the copy constraint, on the rollout's own prompt, lets a grep pattern continue
+    only into one of the issue's terms."""
     import codegrep.agent.prefix_cache as pc
     from codegrep.agent.constraints import ArgumentKeys, CopiedGrepPatterns, issue_patterns
     from codegrep.agent.stopping import TurnStop
