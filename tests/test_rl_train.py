@@ -146,7 +146,11 @@ def test_grpo_rollouts_decode_under_the_agents_constraints(tmp_path, monkeypatch
                                      return_dict=False)
     completions, _ = trainer._generate_single_turn([prompt, prompt[3:]], None, {}, num_generations=1)
     assert len(completions) == 2 and len(seen) == 1
-    (stop,), (proc, keys) = seen[0]["stopping_criteria"], seen[0]["logits_processor"]
+    (stop,), processors = seen[0]["stopping_criteria"], seen[0]["logits_processor"]
+    if cg.constrained_loss:  # the controls run inside the recorder of what they restricted (codegrep.rl.constrained)
+        (recorder,) = processors
+        processors = recorder.processors
+    (proc, keys) = processors
     assert isinstance(stop, TurnStop) and stop.max_calls == cfg["agent"]["max_calls_per_turn"]
     assert cfg["agent"]["argument_keys"] and isinstance(keys, ArgumentKeys) and keys.width == len(prompt)  # ci: on
     assert isinstance(proc, CopiedGrepPatterns) and proc.width == len(prompt) and proc.min_greps == 2
@@ -172,3 +176,65 @@ def test_warm_start_trains_assistant_tokens_only(tmp_path):
     enc = tok.apply_chat_template(msgs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     trained = tok.decode([i for i, m in zip(enc["input_ids"], enc["assistant_masks"]) if m])
     assert "A" in trained and "B" in trained and "OBSERVATION" not in trained and "issue" not in trained
+
+
+def test_grpo_loss_reads_the_masked_log_probs_where_the_rollout_was_restricted(tmp_path):
+    """constrained_loss, through the real trainer and rollout: each restricted position is recorded on a model token
+    with the token the sampler drew from the allowed set, the restrictions travel with the batch's rows, and the loss
+    reads at those positions the log-softmax of the model's logits with the banned tokens masked out."""
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    from codegrep.config import load_profile
+    from codegrep.rl.training_run import build_trainer, train_arguments
+
+    class Alternate(LogitsProcessor):  # new token t: even t only ids 100-399 (allow-list), odd t not ids 0-999 (ban)
+        def __init__(self, width):
+            self.width = width
+
+        def __call__(self, input_ids, scores):
+            t = input_ids.shape[1] - self.width
+            if t % 2 == 0:
+                keep = scores[:, 100:400].clone()
+                scores[:] = float("-inf")
+                scores[:, 100:400] = keep
+            else:
+                scores[:, :1000] = float("-inf")
+            return scores
+
+    class Controls:
+        def generate_kwargs(self, tokenizer, width):
+            return {"logits_processor": LogitsProcessorList([Alternate(width)])}
+
+    cfg = load_profile("ci")
+    cg, grpo = train_arguments(cfg, {"warm_start": False, "max_completion_length": 6, "max_observation_tokens": 16,
+                                     "train_tasks": 1, "out": str(tmp_path), "constrained_loss": True,
+                                     "cpu_precision": "fp32"})
+    (tmp_path / "c").mkdir()
+    trainer = build_trainer(cfg, cg, grpo, tmp_path / "c")
+    trainer.turn_controls = Controls()
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    batch = trainer._generate_and_score_completions([trainer.train_dataset[0]] * grpo.num_generations)
+    restrictions = batch["restrictions"]
+    model_tokens = batch["completion_mask"] * batch["tool_mask"]
+    for r, row in enumerate(restrictions):
+        n_model = int(model_tokens[r].sum())
+        assert len(row) == n_model  # every generated token was restricted, and only those are recorded
+        for k, allowed, ids in row:
+            token = int(batch["completion_ids"][r, k])
+            assert model_tokens[r, k] == 1 and allowed == (token in range(100, 400)) and (token in ids) == allowed
+    trainer.compute_loss(trainer.model, batch).backward()  # gradient checkpointing (ci) recomputes outside the hook
+    assert 0 < trainer._metrics["train"]["constraints/allowed_mass"][-1] < 1
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    with torch.no_grad():
+        logits = trainer.model(input_ids=ids, attention_mask=attention).logits / trainer.temperature
+    prompt = batch["prompt_ids"].size(1)
+    for r, row in enumerate(restrictions):
+        for k, allowed, listed in row:
+            z = logits[r, prompt + k - 1].float()
+            keep = torch.zeros_like(z, dtype=torch.bool)
+            keep[listed] = True
+            keep = keep if allowed else ~keep
+            expected = torch.log_softmax(z.masked_fill(~keep, float("-inf")), -1)[int(ids[r, prompt + k])]
+            assert trainer._loss_policy_logps[r, k].item() == pytest.approx(expected.item(), abs=2e-4)

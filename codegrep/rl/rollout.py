@@ -33,6 +33,9 @@ class Episode:
     submitted: list[str] | None = None
     shown: list[str] = field(default_factory=list)
     done: bool = False
+    restrictions: list[list] = field(default_factory=list)
+    """Where a turn control restricted the sampled token: ``[completion position, allowed, ids]``
+    (``codegrep.rl.constrained``; recorded only with ``constrained_loss``)."""
 
     def add(self, ids: Sequence[int], trained: bool, logprobs: Sequence[float] | None = None) -> None:
         self.completion_ids += list(ids)
@@ -96,6 +99,8 @@ class RolloutRunner:
                            turn)
         scores = [self._score(e, t) for e, t in zip(episodes, tasks)]
         trainer.last_scores = scores
+        if any(e.restrictions for e in episodes):  # the loss renormalises over what the controls allowed
+            trainer.row_restrictions = [e.restrictions for e in episodes]
         out: dict[str, Any] = {"prompt_ids": [e.prompt_ids for e in episodes],
                                "completion_ids": [e.completion_ids for e in episodes],
                                "env_mask": [e.env_mask for e in episodes],
@@ -108,10 +113,15 @@ class RolloutRunner:
     def _turn(self, trainer: Any, tok: Any, episodes: list[Episode], envs: list[Any], turn: int) -> None:
         """Generate one assistant turn for every active episode, then answer it from the environment."""
         contexts = [e.prompt_ids + e.completion_ids for e in episodes]
+        trainer.turn_restrictions = None
         new_ids, new_logprobs = trainer._generate_single_turn(contexts, None, {}, num_generations=1)
+        restricted = getattr(trainer, "turn_restrictions", None)
         eos = set(trainer.eos_token_ids)
         for k, (episode, env) in enumerate(zip(episodes, envs)):
             ids = list(new_ids[k])
+            if restricted is not None:
+                start = len(episode.completion_ids)
+                episode.restrictions += [[start + t, allowed, banned] for t, allowed, banned in restricted[k]]
             episode.add(ids, trained=True, logprobs=None if new_logprobs is None else new_logprobs[k])
             episode.rounds += 1
             episode.generated += len(ids)

@@ -126,6 +126,13 @@ class CodeGrepArgs:
                 "CPU attention then runs its causal kernel instead of the masked one over the padded width "
                 "(codegrep.rl.unpad; `codegrep bench train` flushed_speedup_over_padded). The same log-probs; "
                 "false = TRL's padded batch forward."})
+    constrained_loss: bool = field(default=False, metadata={
+        "help": "The loss and the KL probe read the log-probs of the distribution the rollouts sampled from: where a "
+                "turn control (agent.copy_greps, argument_keys, min_greps, distinct_greps) banned tokens, the "
+                "sampled token's log-prob is renormalised over the tokens it allowed (codegrep.rl.constrained). "
+                "false: the model's unconstrained log-probs (TRL's, as with vLLM guided decoding), which lets a "
+                "negative advantage move mass onto banned tokens unseen. Plain transformers backend only (where the "
+                "controls apply); logged: constraints/allowed_mass."})
     kl_probe: bool = field(default=True, metadata={"help": "Log KL to the initial policy every step (also beta=0)."})
     kl_probe_set: str | None = field(default=None, metadata={
         "help": "JSONL of fixed probe sequences (prompt_ids, completion_ids, env_mask): log the exact "
@@ -230,6 +237,15 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         speculative sampling: the rollouts' distribution is unchanged)."""
         self.current_rows: list[dict[str, Any]] = []
         self.last_scores: list[Any] = []
+        self.turn_restrictions: list[list[Any]] | None = None
+        """The last decoded turn's restrictions per row (``constrained_loss``; ``codegrep.rl.constrained``)."""
+        self.row_restrictions: list[list[Any]] | None = None
+        """Per row of the batch whose log-probs are computed next, the positions a turn control restricted (set by
+        the rollout for the generation batch, by ``compute_loss`` for a micro-batch); None: unconstrained."""
+        if self.cg.constrained_loss:
+            from codegrep.rl.constrained import check_plain_head
+
+            check_plain_head(self.accelerator.unwrap_model(self.model))
         if self.cg.efficiency_layer != "normalize_then_sum" and self.multi_objective_aggregation != \
                 "sum_then_normalize":
             raise ValueError("efficiency layers reward/advantage/gated/none need multi_objective_aggregation="
@@ -301,6 +317,14 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
                 as model, torch.no_grad():
             width = max(len(r) for r in rows)
             controls = self.turn_controls.generate_kwargs(tok, width) if self.turn_controls is not None else {}
+            recorder = None
+            if self.cg.constrained_loss and "logits_processor" in controls:
+                from transformers import LogitsProcessorList
+
+                from codegrep.rl.constrained import RestrictionRecorder
+
+                recorder = RestrictionRecorder(controls["logits_processor"])
+                controls["logits_processor"] = LogitsProcessorList([recorder])
             out, width = generate_with_prefix_cache(model, rows, self._prefix_cache, pad,
                                                     prefill_precision=self.loss_precision,  # decoding stays fp32
                                                     generation_config=self.generation_config,
@@ -310,11 +334,16 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         for row in out[:, width:].tolist():  # everything after the first EOS is dropped, as in TRL
             cut = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
             completions.append(row[:cut])
+        self.turn_restrictions = recorder.restrictions(out, width, [len(c) for c in completions]) \
+            if recorder is not None else None
         return completions, None
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self.current_rows = inputs  # the rollout reads instance ids from here (rollout_func only sees prompts)
+        self.row_restrictions = None  # the rollout sets them; TRL's old/ref log-probs (if any) read them
         batch = super()._generate_and_score_completions(inputs)
+        if self.row_restrictions is not None:  # shuffled and split with the batch's rows (lists are, in TRL)
+            batch["restrictions"] = self.row_restrictions
         mode = "train" if self.model.training else "eval"
         groups = self.num_generations if mode == "train" else self.num_generations_eval
         f, fmt, cost = self._gathered_scores(batch["advantages"].device)
@@ -352,6 +381,7 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             with autocast(self.loss_precision):  # the same precision as the loss's policy log-probs
                 batch["probe_ref_logps"] = self.kl_probe.reference_logps(self, batch)
             self._add_time("probe_reference", time.perf_counter() - started)
+        self.row_restrictions = None
         return batch
 
     def _add_time(self, key: str, seconds: float) -> None:
@@ -380,12 +410,22 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
 
         plain = not any(v is not None for k, v in kwargs.items() if k not in ("compute_entropy", "compute_aux_loss"))
         flush = flushed_rows(attention_mask, logits_to_keep) if self.cg.unpad_loss_rows and plain else None
-        if flush is None:
-            out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                              batch_size, **kwargs)
-        else:
-            out = self._flushed_logps(model, input_ids, flush, logits_to_keep, batch_size or input_ids.size(0),
-                                      **kwargs)
+        restricted = getattr(self, "row_restrictions", None)
+        restricted = restricted if restricted is not None and any(restricted) else None
+        with _maybe_capture(model, self, restricted is not None) as hidden:
+            if flush is None:
+                out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                                  batch_size, **kwargs)
+                step = batch_size or input_ids.size(0)
+                prompt = input_ids.size(1) - logits_to_keep  # TRL chunks rows by batch_size, each at full width
+                spans = [(lo, [prompt] * (min(lo + step, input_ids.size(0)) - lo))
+                         for lo in range(0, input_ids.size(0), step)]
+            else:
+                out, spans = self._flushed_logps(model, input_ids, flush, logits_to_keep,
+                                                 batch_size or input_ids.size(0), **kwargs)
+        if restricted is not None:
+            out = (self._restricted(model, input_ids, out[0], logits_to_keep, restricted, hidden, spans,
+                                    loss=bool(kwargs.get("compute_entropy"))), *out[1:])
         if kwargs.get("compute_entropy"):  # only the loss asks for entropies: keep its policy log-probs
             self._loss_policy_logps = out[0].detach()
         return out
@@ -399,8 +439,9 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             hi = min(lo + batch_size, input_ids.size(0))
             alone = flush.chunk(lo, hi).padding_share > SPLIT_ABOVE_PADDING  # mostly pads: rows one at a time
             chunks += [(i, i + 1) for i in range(lo, hi)] if alone else [(lo, hi)]
-        logps, entropies, aux = [], [], []
+        logps, entropies, aux, spans = [], [], [], []
         for lo, hi in chunks:
+            spans.append((lo, [flush.prompt - s for s in flush.starts[lo:hi]]))  # where row r's column k moved
             rows = flush.chunk(lo, hi)
             ids = rows.gather_ids(input_ids[lo:hi])
             lp, ent, ax = super()._get_per_token_logps_and_entropies(model, ids, torch.ones_like(ids),
@@ -409,15 +450,51 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             entropies.append(rows.back(ent, keep) if ent is not None else None)
             aux.append(ax)
         return (torch.cat(logps), torch.cat(entropies) if entropies[0] is not None else None,
-                torch.stack(aux).mean() if aux[0] is not None else None)
+                torch.stack(aux).mean() if aux[0] is not None else None), spans
+
+    def _restricted(self, model: Any, input_ids: Any, logps: Any, keep: int, restricted: list[list[Any]],
+                    hidden: list[Any], spans: list[tuple[int, list[int]]], loss: bool) -> Any:
+        """``logps`` (TRL's layout) with each restricted position's value replaced by the masked, renormalised
+        log-prob (``codegrep.rl.constrained``); ``spans``: per forward, its first row and, per row, the column
+        offset of completion position 0 in that forward's input (hidden state at offset + k - 1 predicts k)."""
+        from codegrep.rl.constrained import masked_token_logps
+
+        if len(restricted) != input_ids.size(0) or len(hidden) != len(spans):
+            raise RuntimeError(f"restrictions for {len(restricted)} rows, {len(hidden)} forwards, but a batch of "
+                               f"{input_ids.size(0)} rows in {len(spans)} forwards")
+        prompt = input_ids.size(1) - keep
+        states, where, tokens, masks = [], [], [], []
+        for (lo, offsets), h in zip(spans, hidden):
+            for j, offset in enumerate(offsets):
+                for k, allowed, ids in restricted[lo + j]:
+                    if k < keep:
+                        states.append(h[j, offset + k - 1])
+                        where.append((lo + j, k))
+                        tokens.append(int(input_ids[lo + j, prompt + k]))
+                        masks.append((allowed, ids))
+        if not where:
+            return logps
+        head = _unwrap(self, model).get_output_embeddings()
+        values, mass = masked_token_logps(torch.stack(states), torch.tensor(tokens, device=logps.device), masks,
+                                          head.weight, head.bias, float(getattr(self, "temperature", 1.0)))
+        rows, cols = (torch.tensor(x, device=logps.device) for x in zip(*where))
+        if loss and hasattr(self, "_metrics"):
+            mode = "train" if model.training else "eval"
+            self._metrics[mode]["constraints/allowed_mass"].append(float(mass.detach().exp().mean()))
+            self._metrics[mode]["constraints/restricted_positions"].append(float(len(where)))
+        return logps.index_put((rows, cols), values.to(logps.dtype))
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
         from codegrep.agent.precision import autocast
 
         self._loss_policy_logps = None
-        with autocast(self.loss_precision):  # the forward only: backward follows the recorded dtypes
-            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        self.row_restrictions = inputs.get("restrictions")
+        try:
+            with autocast(self.loss_precision):  # the forward only: backward follows the recorded dtypes
+                loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        finally:
+            self.row_restrictions = None
         if "probe_ref_logps" in inputs and self._loss_policy_logps is not None:
             mode = "train" if self.model.training else "eval"
             kl = masked_mean_kl(self._loss_policy_logps, inputs["probe_ref_logps"], model_token_mask(inputs))
@@ -462,6 +539,20 @@ METRIC_NAMES = {
     "throughput/loss_tokens_per_s": "loss_tokens_per_s",
     "throughput/prefix_reuse_share": "prefix_reuse_share",
 }
+
+
+def _unwrap(trainer: Any, model: Any) -> Any:
+    unwrap = getattr(getattr(trainer, "accelerator", None), "unwrap_model", None)
+    return unwrap(model) if unwrap is not None else model
+
+
+def _maybe_capture(model: Any, trainer: Any, on: bool) -> Any:
+    """The backbone's final hidden states of every forward inside the block (an empty list when ``on`` is false)."""
+    from contextlib import nullcontext
+
+    from codegrep.rl.constrained import capture_hidden
+
+    return capture_hidden(_unwrap(trainer, model)) if on else nullcontext([])
 
 
 def _timed(func: Any, trainer: Any, key: str) -> Any:
