@@ -4,8 +4,9 @@ may write (``codegrep.agent.constraints``).
 One builder serves both decoders of a turn: the evaluation/serving policy (``HFPolicy``) and GRPO's rollouts
 (``CodeGrepGRPOTrainer._generate_single_turn``), so the episodes training samples are decoded under the same rules as
 the ones evaluation scores. Like an inference server's stop sequences and guided decoding, the controls change
-where a row ends and which tokens may be chosen, never the tools, their output or the parser. In GRPO the loss still
-reads the model's own (unconstrained) log-probabilities of the sampled tokens, as with TRL's vLLM guided decoding.
+where a row ends and which tokens may be chosen, never the tools, their output or the parser. In GRPO the loss reads
+the model's own (unconstrained) log-probabilities of the sampled tokens, as with TRL's vLLM guided decoding, unless
+``constrained_loss`` is on: then the masked, renormalised ones (``codegrep.rl.constrained``).
 """
 from __future__ import annotations
 

@@ -298,7 +298,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """One turn for every row in ``prompt_ids`` (the whole batch: every group), decoded together in one
         batched ``generate`` through the prefix cache, under ``turn_controls`` (the stops and constraints evaluation
-        uses). The loss reads the model's own log-probabilities of the sampled tokens (as with guided decoding)."""
+        uses). With ``constrained_loss`` a recorder notes, per row, which tokens the controls allowed where they restricted
+(``turn_restrictions``), so the loss can renormalise over them (``codegrep.rl.constrained``)."""
         if self._prefix_cache is None or images is not None or multimodal_fields:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
@@ -532,6 +533,7 @@ METRIC_NAMES = {
     "advantages/max_abs_gap_vs_reference": "advantage_gap", "advantages/correctness_abs": "advantage_correctness_abs",
     "advantages/efficiency_abs": "advantage_efficiency_abs", "groups/tied_share": "tied_group_share",
     "kl_exact": "kl_exact", "update_norm": "update_norm",
+    "constraints/allowed_mass": "allowed_mass", "constraints/restricted_positions": "restricted_positions",
     "time/generation_s": "time_generation_s", "time/scoring_s": "time_scoring_s",
     "time/probe_reference_s": "time_probe_reference_s", "time/loss_s": "time_loss_s",
     "time/optimizer_s": "time_optimizer_s", "time/probe_s": "time_probe_s",
