@@ -129,9 +129,10 @@ class PolicyConfig:
     """hf and GRPO rollouts: a decoding constraint on the call's shape — the first key of a call's ``arguments``
     object must be one of that tool's argument names (``tool_schemas()``), so ``{"arguments": {"arguments": ...``
     cannot be written (``codegrep.agent.constraints.ArgumentKeys``). Off by default, on in smoke and ci since the
-    sixteenth cold run. It hides a drift toward the banned shape rather than preventing it (GRPO's loss reads the
-    unconstrained probabilities), so keep it on wherever a policy trained with it is decoded (docs/training.md, "The
-    fifteenth cold run", "The seventeenth cold run")."""
+    sixteenth cold run. With GRPO's loss on unconstrained probabilities it hid a drift toward the banned shape rather
+    than preventing it (the seventeenth cold run); ``train.constrained_loss`` trains on the masked distribution instead.
+    Either way, keep it on wherever a policy trained with it is decoded (docs/training.md, "The fifteenth cold run",
+    "The seventeenth cold run")."""
     draft_tokens: int = 0
     """hf and GRPO rollouts: speculative decoding with prompt-lookup drafts — each step feeds up to this many tokens
     copied from what followed the row's last tokens earlier in its own text (the call syntax, the issue's terms, the
