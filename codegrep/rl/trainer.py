@@ -298,8 +298,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """One turn for every row in ``prompt_ids`` (the whole batch: every group), decoded together in one
         batched ``generate`` through the prefix cache, under ``turn_controls`` (the stops and constraints evaluation
-        uses). With ``constrained_loss`` a recorder notes, per row, which tokens the controls allowed where they restricted
-(``turn_restrictions``), so the loss can renormalise over them (``codegrep.rl.constrained``)."""
+        uses). With ``constrained_loss`` a recorder notes, per row, which tokens the controls allowed where they
+        restricted (``turn_restrictions``), so the loss can renormalise over them (``codegrep.rl.constrained``)."""
         if self._prefix_cache is None or images is not None or multimodal_fields:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
