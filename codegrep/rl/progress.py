@@ -22,8 +22,10 @@ SFT_FIELDS = {"loss": "loss {:.3f}", "mean_token_accuracy": "token accuracy {:.3
 """What a supervised warm-start step reports (TRL ``SFTTrainer`` log keys -> format)."""
 
 GRPO_FIELDS = {"reward": "reward {:.3f}", "episode/f_beta": "F0.5 {:.3f}", "episode/rounds": "rounds {:.2f}",
-               "episode/submitted": "submitted {:.2f}"}
-"""What a GRPO step reports (``CodeGrepGRPOTrainer`` log keys -> format); ``reward`` marks a step log."""
+               "episode/submitted": "submitted {:.2f}", "kl_probe": "KL {:.3g}",
+               "constraints/allowed_mass": "allowed mass {:.2f}"}
+"""What a GRPO step reports (``CodeGrepGRPOTrainer`` log keys -> format; a key a run does not log is left out);
+``reward`` marks a step log."""
 
 
 class StepProgress(TrainerCallback):
@@ -34,7 +36,14 @@ class StepProgress(TrainerCallback):
         self.started = time.perf_counter()
 
     def line(self, step: int, logs: dict[str, Any], elapsed: float) -> str | None:
-        """The line for one log (None when it is not a step log this callback reports)."""
+        """The line for one log (None when it is not a step log this callback reports).
+
+        >>> logs = {"reward": 0.5, "episode/submitted": 1.0, "kl_probe": 0.003}
+        >>> StepProgress("GRPO", GRPO_FIELDS, 4).line(1, logs, 10.0)
+        'GRPO step 1/4: reward 0.500, submitted 1.00, KL 0.003; 10 s elapsed, ~30 s left'
+        >>> StepProgress("GRPO", GRPO_FIELDS, 4).line(1, {"loss": 1.0}, 10.0) is None
+        True
+        """
         key = next(iter(self.fields))
         if key not in logs:
             return None
