@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import torch
-from transformers import LogitsProcessor
+from transformers import LogitsProcessor, LogitsProcessorList
 
 Restriction = list  # [completion position, allowed (True: ids are the allowed tokens; False: ids are banned), ids]
 
@@ -48,13 +48,12 @@ class RestrictionRecorder(LogitsProcessor):
     """
 
     def __init__(self, processors: Any) -> None:
-        self.processors = processors
+        self.processors = LogitsProcessorList(processors)
         self.seen: dict[bytes, tuple[bool, list[int]]] = {}
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         before = torch.isfinite(scores)
-        for processor in self.processors:
-            scores = processor(input_ids, scores)
+        scores = self.processors(input_ids, scores)
         after = torch.isfinite(scores)
         taken = before & ~after
         for row in taken.any(-1).nonzero()[:, 0].tolist():
