@@ -394,7 +394,11 @@ def _agent_goal(res: Results) -> Row:
     if v == INCONCLUSIVE and finite(d) and d >= 0:
         v = SUPPORTED  # the bar is "at least": a point estimate at or above it with an interval holding 0 meets it
     gap = f"{-d:.3f}" if finite(d) else "n/a"
-    why = {SUPPORTED: f"the trained agent's P@1 is at or above the grep heuristic's {_scale(res)}.",
+    separated = finite(lo) and lo > 0
+    why = {SUPPORTED: (f"the trained agent's P@1 is above the grep heuristic's (paired interval above 0) {_scale(res)}."
+                       if separated else
+                       f"the point estimate meets the bar (at least the grep heuristic's), but the paired interval "
+                       f"contains 0: this run does not tell the two apart {_scale(res)}."),
            CONTRADICTED: f"the trained agent's P@1 is BELOW the grep heuristic's by {gap} (paired interval below "
                          f"0) {_scale(res)}; what bounds it: README, 'Status of the agent'.",
            INCONCLUSIVE: f"the point estimate is below the grep heuristic's by {gap}, but the "

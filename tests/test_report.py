@@ -149,6 +149,18 @@ def test_downstream_verdict_refuses_a_weak_agent_and_reads_a_strong_one(tmp_path
     assert [r.verdict for r in rows] == ["supported", "supported", "contradicted"]
 
 
+def test_agent_goal_row_says_when_a_met_bar_is_a_tie_within_the_interval(tmp_path):
+    def row(d, lo, hi):
+        nums = {"p_at_1_agent": 0.43, "p_at_1_grep_heuristic": 0.43 - d, "n_eval_instances": 86,
+                "p_at_1_diff_heuristic": d, "p_at_1_diff_heuristic_lo": lo, "p_at_1_diff_heuristic_hi": hi}
+        res = claims.Results.load(_headlines(tmp_path / f"r{d}{lo}", {"03_training": nums}))
+        return next(r for r in claims.summary_rows(res) if "grep heuristic's P@1" in r.claim)
+    tie, above, below = row(0.0, -0.105, 0.105), row(0.1, 0.02, 0.2), row(-0.02, -0.1, 0.06)
+    assert tie.verdict == "supported" and "does not tell the two apart" in tie.why
+    assert above.verdict == "supported" and "interval above 0" in above.why and "apart" not in above.why
+    assert below.verdict == "inconclusive"
+
+
 def test_precision_table_labels_definitions_and_gives_the_real_reason_for_a_missing_retriever(tmp_path):
     config = {"retrievers": {"names": ["bm25", "oracle"]}, "agent": {"model": "smollm2"}}
     artifacts = _headlines(tmp_path, {"05_precision_threshold": {
