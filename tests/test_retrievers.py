@@ -71,6 +71,21 @@ def test_ranks_the_known_file_first(name, cache, tiny_repo):
         assert result.reasons[result.files[0]]
 
 
+@pytest.mark.parametrize("name", ["bm25", "bm25-plain", "grep-heuristic"])
+def test_a_repository_without_python_files_is_an_empty_ranking_not_a_crash(name, cache, tmp_path):
+    """A Go/Rust/JS repository (or one holding only docs): ``bm25-plain`` indexes ``.py`` files only, and bm25s
+    refuses an empty corpus (``max() arg is an empty sequence``)."""
+    repo = tmp_path / "poly"
+    (repo / "server").mkdir(parents=True)
+    (repo / "server" / "token.go").write_text("package auth\n\nfunc ValidateSessionToken(token string) error {\n"
+                                              "\treturn nil\n}\n")
+    (repo / "README.md").write_text("Session tokens expire.\n")
+    task = Task("local__poly-1", "local/poly", "HEAD", "ValidateSessionToken accepts expired session tokens",
+                gold_files=["server/token.go"])
+    files = make_retriever(name).retrieve(task, repo).files
+    assert files == ([] if name == "bm25-plain" else ["server/token.go"]), (name, files)
+
+
 def test_heuristic_reports_its_tool_use(cache, tiny_repo):
     repos, commit = tiny_repo
     result = make_retriever("grep-heuristic").retrieve(tiny_tasks(commit)[0], repos / "local__tiny")

@@ -55,19 +55,24 @@ class PlainBM25Retriever:
     def __init__(self, top_n: int = 20):
         self.top_n = top_n
 
-    def build(self, root: Path) -> tuple[list[str], object]:
-        """``(files, fitted bm25s model)`` of one checkout."""
+    def build(self, root: Path) -> tuple[list[str], object | None]:
+        """``(files, fitted bm25s model)`` of one checkout; the model is ``None`` when it has no ``.py`` file
+        (bm25s cannot index an empty corpus)."""
         import bm25s
 
         files = python_files(root)
+        if not files:
+            return files, None
         docs = [plain_tokens((root / f).read_text(errors="replace")) + plain_tokens(f.replace("/", " ")) * 2
                 for f in files]
         model = bm25s.BM25()
         model.index(bm25s.tokenization.Tokenized(*_vocab_ids(docs)), show_progress=False)
         return files, model
 
-    def search(self, files: list[str], model: object, query: str) -> list[str]:
-        """Top ``top_n`` files for a query (score > 0)."""
+    def search(self, files: list[str], model: object | None, query: str) -> list[str]:
+        """Top ``top_n`` files for a query (score > 0); none without a model."""
+        if model is None:
+            return []
         vocab = model.vocab_dict  # type: ignore[attr-defined]
         tokens = [vocab[t] for t in plain_tokens(query) if t in vocab]
         if not tokens:
