@@ -110,11 +110,16 @@ def _label(path: Path, label: "str | os.PathLike | None") -> Path:
 @contextlib.contextmanager
 def write_errors(path: "str | os.PathLike", note: str = "") -> Iterator[None]:
     """Turn an ``OSError`` of writing ``path`` that names no file (no space, file too large: ``write`` and
-    ``flush`` do not say which file) into a :class:`UserError` naming ``path`` (and ``note``)."""
+    ``flush`` do not say which file) into a :class:`UserError` naming ``path`` (and ``note``).
+
+    An ``OSError`` without an ``errno`` did not come from the system: code raised it with its own message (the
+    repository resolver's ``FileNotFoundError("repository o/n ... is not available offline ...")`` inside an
+    ``evaluate`` loop); it passes through unchanged instead of being called a write error.
+    """
     try:
         yield
     except OSError as exc:
-        if getattr(exc, "filename", None) is not None:
+        if getattr(exc, "filename", None) is not None or exc.errno is None:
             raise
         raise UserError(f"{path}: cannot write ({exc.strerror or exc}){note}") from None
 

@@ -320,6 +320,22 @@ def test_evaluate_resume_keeps_a_complete_row_without_newline(tmp_path):
     assert set(read_rows(path)) == {"a"}  # the partial row of a killed run: rerun that instance
 
 
+def test_evaluate_a_repository_not_available_offline_is_said_as_such_not_as_a_write_error(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """A task of a repository that is not under --repos (e.g. a django row with only sympy snapshots), offline: the
+    line says the repository is missing, not '--out: cannot write (...)' (the resolver's OSError was taken for one)."""
+    monkeypatch.setenv("CODEGREP_OFFLINE", "1")
+    monkeypatch.setenv("CODEGREP_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "repos").mkdir()
+    (tmp_path / "t.jsonl").write_text(jl(GOOD))
+    rc, out, err = run_cli(["evaluate", "--tasks", str(tmp_path / "t.jsonl"), "--repos", str(tmp_path / "repos"),
+                            "--retriever", "random", "--out", str(tmp_path / "r.jsonl")], capsys)
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and "Traceback" not in err, err
+    assert last.startswith("codegrep evaluate: error: repository o/n at commit " + "a" * 40), last
+    assert "not available offline" in last and "cannot write" not in last, last
+
+
 # ----------------------------------------------------------------------------- the other side: bugs
 
 
