@@ -95,6 +95,27 @@ def test_unknown_input_and_offline_hub_id(tmp_path, monkeypatch):
         list(mine(["nebius/SWE-agent-trajectories"]))
 
 
+def test_repos_without_the_runs_repository_is_counted_not_silent(tmp_path):
+    """--repos holding other repositories (the sympy/astropy snapshots, runs on django): the records are not
+    checked and their demonstrations are placeholders; the stats say how many, instead of a paths_exist_fraction
+    that reads as if it covered them all."""
+    (tmp_path / "repos").mkdir()
+    patch = "diff --git a/gadgets/core.py b/gadgets/core.py\n--- a/gadgets/core.py\n+++ b/gadgets/core.py\n"
+    task = Task("acme__gadgets-1", "acme/gadgets", "a" * 40, "spin returns 1", patch=patch)
+    traj = {"trajectory_format": "mini-swe-agent-1", "instance_id": task.instance_id, "info": {"submission": patch},
+            "messages": [{"role": "user", "content": "<pr_description>spin</pr_description>"},
+                         {"role": "assistant", "content": "```bash\ncat gadgets/core.py\n```"},
+                         {"role": "assistant", "content": "```bash\nsed -i 's/1/2/' gadgets/core.py\n```"}]}
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "acme__gadgets-1.traj.json").write_text(json.dumps(traj))
+    (tmp_path / "t" / "acme__gadgets-1.report.json").write_text(json.dumps({task.instance_id: {"resolved": True}}))
+    stats = mine_files([str(tmp_path / "t")], tmp_path / "r.jsonl", tmp_path / "d.jsonl",
+                       MineOptions(tasks={task.instance_id: task}, repos=str(tmp_path / "repos")), progress=False)
+    assert stats["matched"] == stats["useful"] == 1 and "paths_exist_fraction" not in stats
+    assert stats["repos_unavailable"] == 1
+    assert json.loads((tmp_path / "d.jsonl").read_text())["observations"] == "placeholder"
+
+
 def test_repos_check_paths_and_replay_demonstration_calls(tmp_path):
     repo = tmp_path / "repos" / "acme__widgets"
     (repo / "widgets").mkdir(parents=True)
@@ -117,6 +138,7 @@ def test_repos_check_paths_and_replay_demonstration_calls(tmp_path):
     stats = mine_files([str(tmp_path / "t")], tmp_path / "r.jsonl", tmp_path / "d.jsonl",
                        MineOptions(tasks={task.instance_id: task}, repos=str(tmp_path / "repos")), progress=False)
     assert stats["paths_exist_fraction"] == pytest.approx(1 / 2)  # core.py exists, gone.py does not
+    assert stats["repos_unavailable"] == 0
     demo = json.loads((tmp_path / "d.jsonl").read_text())
     assert demo["observations"] == "repository"
     observations = " ".join(m["content"] for m in demo["messages"] if m["role"] == "user")

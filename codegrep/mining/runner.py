@@ -187,7 +187,7 @@ def serialized_unit(unit: tuple) -> tuple["_Stats", bytes, bytes]:
     """One unit mined to bytes: (its stats, record lines, demonstration lines). The worker counts and
     serialises, so the parent only merges counters and writes (it would otherwise cost ~10% of the work)."""
     options: MineOptions = _STATE.get("options") or MineOptions()
-    stats, recs, demos = _Stats(bool(options.tasks)), [], []
+    stats, recs, demos = _Stats(bool(options.tasks), bool(options.repos)), [], []
     for r in process_unit(unit):
         stats.add(r)
         if r[0] != "ok":
@@ -243,7 +243,7 @@ def mine_files(paths: list[str], out_path: str | Path, demos_path: str | Path | 
     refuse_overwriting_inputs({"--out": out_path, "--demonstrations": demos_path},
                               {**{str(p): p for p in paths if Path(p).is_file()},
                                **{f: f for f in files if not f.startswith("hf://")}})
-    stats = _Stats(matching=bool(options.tasks))
+    stats = _Stats(matching=bool(options.tasks), checking=bool(options.repos))
     started = time.perf_counter()
     # Both outputs go to temporary siblings renamed into place at the end: a killed or failed run leaves the
     # previous records/demonstrations whole (never a truncated file that looks complete).
@@ -268,7 +268,8 @@ def mine_files(paths: list[str], out_path: str | Path, demos_path: str | Path | 
 class _Stats:
     """Counters of one mining run."""
 
-    def __init__(self, matching: bool):
+    def __init__(self, matching: bool, checking: bool = False):
+        self.checking = checking  # --repos given: count the matched records it could not check
         self.matching, self.read, self.parsed, self.records, self.demonstrations = matching, 0, 0, 0, 0
         self.failed, self.formats, self.counts = Counter(), Counter(), Counter()
         self.failures: list[str] = []
@@ -291,6 +292,7 @@ class _Stats:
         self.counts["patch_from_actions"] += rec["patch_source"] == "actions"
         self.counts["paths_checked"] += rec.get("paths_checked") or 0
         self.counts["paths_exist"] += rec.get("paths_exist") or 0
+        self.counts["repos_unavailable"] += self.checking and rec["matched"] and "paths_checked" not in rec
         if rec["useful"] and rec.get("gold_files"):
             from codegrep.metrics import precision_recall
 
@@ -321,6 +323,8 @@ class _Stats:
                "trajectories_per_s": round(self.read / seconds, 1) if seconds > 0 else None}
         if c["paths_checked"]:
             out["paths_exist_fraction"] = round(c["paths_exist"] / c["paths_checked"], 4)
+        if self.checking:  # matched records left unchecked (placeholder demonstrations): no snapshot under --repos
+            out["repos_unavailable"] = c["repos_unavailable"]
         if self.gold_p:
             out["gold"] = {"n": len(self.gold_p), "precision": round(sum(self.gold_p) / len(self.gold_p), 4),
                            "recall": round(sum(self.gold_r) / len(self.gold_r), 4)}
