@@ -102,6 +102,19 @@ def test_swe_smith_real_rows_xml_calls_and_foreign_patch():
     assert "tests/test_athena/test_athena.py" in moto.context_files
 
 
+@pytest.mark.parametrize("instance_id, repo", [
+    ("vercel__next.js-12345", "vercel/next.js"),          # a repository name with a dot (not a SWE-smith id)
+    ("socketio__socket.io-4012", "socketio/socket.io"),
+    ("getmoto__moto.694ce1f4.pr_6055", "getmoto/moto"),   # SWE-smith: owner__name.<commit>.<bug>
+    ("pyutils__line_profiler.a646bf0f.100", "pyutils/line_profiler"),
+    ("django__django-11433", "django/django"),
+])
+def test_repo_guessed_from_the_id_keeps_dots_in_repository_names(instance_id, repo):
+    from codegrep.mining.records import repo_from_instance_id
+
+    assert repo_from_instance_id(instance_id) == repo
+
+
 def test_nebius_swe_agent_real_rows():
     rows = _rows("adp_nebius_SWE-agent-trajectories.sample_raw.json.gz")
     recs = [supervision_record(parse_row(r)) for r in rows]

@@ -12,6 +12,7 @@ from codegrep.mining.targets import classify, is_artifact, new_files
 
 _WRITES = ("edit", "create")
 _REPO_FROM_ID = re.compile(r"^([\w.-]+?)__([\w.-]+?)(?:-\d+)?$")  # owner__name[-number]
+_SWE_SMITH_SUFFIX = re.compile(r"\.[0-9a-f]{8}(?:\..*)?$")  # owner__name.<commit8>[.<bug>]
 
 
 @dataclass
@@ -86,8 +87,10 @@ def repo_from_instance_id(instance_id: str) -> str:
     ('django/django', 'arrow-py/arrow')
     >>> repo_from_instance_id("scikit-learn__scikit-learn-13124")
     'scikit-learn/scikit-learn'
+    >>> repo_from_instance_id("vercel__next.js-12345"), repo_from_instance_id("getmoto__moto.694ce1f4.pr_6055")
+    ('vercel/next.js', 'getmoto/moto')
     """
-    m = _REPO_FROM_ID.match(instance_id.split(".")[0] if "." in instance_id else instance_id)
+    m = _REPO_FROM_ID.match(_SWE_SMITH_SUFFIX.sub("", instance_id))
     return f"{m.group(1)}/{m.group(2)}" if m else ""
 
 
