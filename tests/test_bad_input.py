@@ -342,6 +342,28 @@ def test_evaluate_a_repository_not_available_offline_is_said_as_such_not_as_a_wr
     assert "not available offline" in last and "cannot write" not in last, last
 
 
+def test_retrieve_in_a_bare_repository_without_commit_says_so(tmp_path, capsys):
+    """A bare clone (what --repos directories hold) has no work tree: ranking its git directory found nothing and
+    said 'no file ... matched the issue text', as if the issue matched no code."""
+    import subprocess
+
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "parser.py").write_text("def parse_config_file(path):\n    return path\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
+        subprocess.run(["git", *args], cwd=src, env=env, check=True, capture_output=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(tmp_path / "o__n.git")], env=env, check=True,
+                   capture_output=True)
+    argv = ["retrieve", "--repo", str(tmp_path / "o__n.git"), "--retriever", "bm25", "parse_config_file fails"]
+    rc, out, err = run_cli(argv, capsys)
+    assert rc == 2 and not out.strip() and "Traceback" not in err, err
+    assert "bare git repository" in err and "--commit" in err, err
+    rc, out, err = run_cli([*argv[:3], "--commit", "HEAD", *argv[3:]], capsys)
+    assert rc == 0 and out.split() == ["pkg/parser.py"], (out, err)
+
+
 # ----------------------------------------------------------------------------- the other side: bugs
 
 

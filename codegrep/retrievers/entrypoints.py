@@ -7,6 +7,7 @@ from typing import Any
 
 from codegrep import Retriever
 from codegrep.data.tasks import Task
+from codegrep.errors import UserError
 from codegrep.retrievers.base import Retrieval
 
 
@@ -28,9 +29,14 @@ def retrieve_in_repo(retriever: Retriever, repo_dir: Path, issue: str, commit: s
     if not repo_dir.is_dir():
         raise FileNotFoundError(f"--repo {repo_dir}: not a directory")
     task = adhoc_task(repo_dir, issue, commit)
+    from codegrep.data.repos import git, has_commit
+
     if not commit:
+        bare = git("rev-parse", "--is-bare-repository", cwd=repo_dir, check=False, timeout=60)
+        if bare.returncode == 0 and bare.stdout.strip() == "true":  # no files to rank, not "nothing matched"
+            raise UserError(f"--repo {repo_dir}: a bare git repository has no work tree to rank; "
+                            "pass --commit (e.g. --commit HEAD)")
         return retriever.retrieve(task, repo_dir)
-    from codegrep.data.repos import has_commit
 
     if not has_commit(repo_dir, commit):
         raise ValueError(f"--commit {commit}: not a commit of the git repository {repo_dir}")
