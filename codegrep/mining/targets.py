@@ -14,6 +14,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from codegrep.data.paths import is_test_path
 from codegrep.data.tasks import patch_changes
 
 _TEST_DIRS = {"tests", "test", "testing", "__tests__", "spec", "specs"}
@@ -27,17 +28,24 @@ _GENERATED_DIRS = {"_build", "build", "dist", "__pycache__", ".tox", ".git", "no
                    ".pytest_cache", ".mypy_cache", "htmlcov"}
 _ARTIFACT = re.compile(r"(\.(orig|rej|bak|log|pyc|swp|tmp|out|patch|diff|hdf5|h5|npy|npz|pkl|pickle|sqlite3?|db)"
                        r"|[._](new|old|backup|copy))$", re.I)
+_SOURCE = re.compile(r"\.(py|pyx|go|rs|js|jsx|mjs|cjs|ts|tsx|java|kt|scala|rb|php|cs|swift|c|cc|cpp|h|hpp)$")
 _SCRATCH = re.compile(r"(^|[_\-.])(reproduc\w*|repro|debug\w*|scratch\w*|temp|tmp|check|verify\w*|verification|demo|"
                       r"edge_?cases?|sanity|manual|minimal|my)([_\-.\d]|$)", re.I)
 
 
 def is_test(path: str) -> bool:
-    """
+    """Python's conventions below, and for source files every language's of the project's one rule
+    (``codegrep.data.paths``): a Go, JS/TS or Java run's test files are tests too, never targets (a
+    ``test_plot.png`` a script wrote stays what the other rules make it: scratch).
+
     >>> is_test("pkg/tests/x.py"), is_test("test_thing.py"), is_test("pkg/conftest.py"), is_test("pkg/a.py")
+    (True, True, True, False)
+    >>> is_test("auth/token_test.go"), is_test("src/cart.spec.ts"), is_test("src/cart.test.js"), is_test("auth/token.go")
     (True, True, True, False)
     """
     parts = path.split("/")
-    return any(p in _TEST_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1]))
+    return any(p in _TEST_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1])) \
+        or bool(_SOURCE.search(parts[-1]) and is_test_path(path))
 
 
 def is_build_config(path: str) -> bool:
