@@ -97,8 +97,10 @@ def test_unknown_input_and_offline_hub_id(tmp_path, monkeypatch):
 
 def test_test_files_of_a_go_and_typescript_run_are_not_targets(tmp_path):
     """A run on a repository other than the shipped Python five: ``*_test.go`` and ``*.spec.ts`` in its diff are
-    tests (excluded), as the project's one test rule says; only ``auth/token.go`` supervises a retriever."""
-    files = ["auth/token.go", "auth/token_test.go", "web/src/cart.spec.ts", "web/src/cart.test.js"]
+    tests (excluded), as the project's one test rule says, ``go.mod`` and ``package.json`` build configuration
+    (as ``setup.py`` is); only ``auth/token.go`` supervises a retriever."""
+    files = ["auth/token.go", "auth/token_test.go", "web/src/cart.spec.ts", "web/src/cart.test.js", "go.mod",
+             "package.json"]
     patch = "".join(f"diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n" for f in files)
     traj = {"trajectory_format": "mini-swe-agent-1", "instance_id": "acme__gosvc-7", "info": {"submission": patch},
             "messages": [{"role": "user", "content": "<pr_description>expired tokens pass</pr_description>"},
@@ -110,7 +112,7 @@ def test_test_files_of_a_go_and_typescript_run_are_not_targets(tmp_path):
     (rec,) = mine([tmp_path / "t"])
     assert rec.repo == "acme/gosvc" and rec.patch_files == files
     assert rec.target_files == ["auth/token.go"]
-    assert rec.excluded_files == {f: "test" for f in files[1:]}
+    assert rec.excluded_files == {**{f: "test" for f in files[1:4]}, "go.mod": "build", "package.json": "build"}
 
 
 def test_repos_without_the_runs_repository_is_counted_not_silent(tmp_path):

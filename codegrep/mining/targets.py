@@ -22,7 +22,11 @@ _TEST_FILE = re.compile(r"^(test_.*\.py|.*_tests?\.py|tests?\.py|conftest\.py)$"
 _BUILD_FILES = {"setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "noxfile.py", "makefile", "manifest.in",
                 "pytest.ini", ".coveragerc", ".gitignore", ".gitattributes", "environment.yml", "environment.yaml",
                 ".pre-commit-config.yaml", "azure-pipelines.yml", ".travis.yml", "appveyor.yml", "pipfile",
-                "pipfile.lock", "poetry.lock", "dockerfile", ".readthedocs.yml", ".readthedocs.yaml"}
+                "pipfile.lock", "poetry.lock", "dockerfile", ".readthedocs.yml", ".readthedocs.yaml",
+                # the same for other languages' runs: manifests and lock files
+                "package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "tsconfig.json", "go.mod",
+                "go.sum", "cargo.toml", "cargo.lock", "pom.xml", "build.gradle", "build.gradle.kts",
+                "settings.gradle", "gemfile", "gemfile.lock", "composer.json", "composer.lock"}
 _BUILD_DIRS = {".github", ".circleci", ".azure-pipelines", ".ci", "ci", ".gitlab"}
 _GENERATED_DIRS = {"_build", "build", "dist", "__pycache__", ".tox", ".git", "node_modules", "site-packages", ".eggs",
                    ".pytest_cache", ".mypy_cache", "htmlcov"}
@@ -52,6 +56,8 @@ def is_build_config(path: str) -> bool:
     """
     >>> is_build_config("setup.py"), is_build_config(".github/workflows/ci.yml"), is_build_config("pkg/setup.py")
     (True, True, False)
+    >>> is_build_config("go.mod"), is_build_config("package.json"), is_build_config("Cargo.lock")
+    (True, True, True)
     """
     parts = path.split("/")
     return (len(parts) == 1 and (parts[0].lower() in _BUILD_FILES or parts[0].lower().startswith("requirements"))) \
