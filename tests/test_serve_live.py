@@ -80,6 +80,19 @@ def test_cli_one_shot_query_and_argument_errors(repo: Path, capsys):
     assert "no such directory" in capsys.readouterr().err
 
 
+def test_a_bare_repository_is_searched_at_a_commit_and_refused_without_one(repo: Path, tmp_path: Path):
+    """A bare clone (what --repos folders and mirrors hold): at a commit it was 'not inside a git repository', and
+    without one the server searched its git directory and answered no files, as if nothing matched."""
+    bare = tmp_path / "o__proj.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    finder = FileFinder(ServeConfig(repo=bare, retriever="grep-heuristic"))
+    answer = finder.find("parse_header_line splits on every colon", commit="HEAD")
+    assert answer["commit"] == answer["head"] == git(repo, "rev-parse", "HEAD")
+    assert answer["files"][0]["path"] == "pkg/parser.py"
+    with pytest.raises(RequestError, match="bare git repository .* pass a commit"):
+        finder.find("parse_header_line splits on every colon")
+
+
 def test_commit_requests_search_that_commit_not_the_live_tree(repo: Path):
     first = git(repo, "rev-parse", "HEAD")
     (repo / "pkg" / "render.py").write_text("def render_table(rows):\n    return rows\n\n\ndef render_chart_svg():\n"

@@ -86,11 +86,20 @@ def git_common_dir(top: Path) -> Path:
     return (top / common).resolve()
 
 
+def bare_git_dir(path: Path) -> Path | None:
+    """The git directory when ``path`` is a bare repository (what ``--repos`` folders and mirrors hold), else None."""
+    if _git(path, "rev-parse", "--is-bare-repository") != "true":
+        return None
+    found = _git(path, "rev-parse", "--absolute-git-dir")
+    return Path(found).resolve() if found else None
+
+
 def resolve_commit(repo: Path, commit: str) -> tuple[Path, str]:
-    """(git top level, full SHA) of ``commit`` in the repository holding ``repo``."""
+    """(git top level, full SHA) of ``commit`` in the repository holding ``repo``; for a bare repository its git
+    directory stands for the top level."""
     if not _COMMIT_SPEC.match(commit):
         raise RequestError(f"commit {commit!r} is not a revision (expected a SHA, branch or tag)")
-    top = git_toplevel(repo)
+    top = git_toplevel(repo) or bare_git_dir(repo)
     if top is None:
         raise RequestError(f"commit {commit!r} was given but {repo} is not inside a git repository")
     sha = _git(top, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
@@ -110,9 +119,14 @@ def open_snapshot(repo: Path, commit: str | None, get_pool: Callable[[], Any] | 
     head_top = git_toplevel(repo)
     head = _git(head_top, "rev-parse", "HEAD") if head_top else None
     if commit is None or not commit.strip():
+        if head_top is None and bare_git_dir(repo) is not None:  # no files to search, not "nothing matched"
+            raise RequestError(f"{repo} is a bare git repository (no work tree to search): pass a commit "
+                               "(e.g. HEAD)")
         yield Snapshot(path=repo, commit=WORKTREE, head=head)
         return
     top, sha = resolve_commit(repo, commit.strip())
+    if head is None and top == bare_git_dir(repo):
+        head, repo = _git(top, "rev-parse", "HEAD"), top
     if get_pool is None:
         from codegrep.env.pool import WorktreePool
         get_pool = WorktreePool
