@@ -85,6 +85,19 @@ def test_cli_retrieve_live_tree_and_commit(cache, tiny_repo, capsys):
     assert captured.out == "" and "no file of" in captured.err and "(bm25)" in captured.err
 
 
+def test_cli_retrieve_in_a_subdirectory_at_a_commit_is_that_subdirectory(cache, tiny_repo, capsys):
+    """--repo REPO/pkg ranks pkg's files, relative to pkg, on the live tree; with --commit it ranked the whole
+    repository's worktree (paths relative to its root), silently widening the search."""
+    repos, commit = tiny_repo
+    sub = str(repos / "local__tiny" / "pkg")
+    issue = ISSUES["pkg/parser.py"]
+    assert main(["retrieve", "--repo", sub, "--retriever", "bm25", issue]) == 0
+    live = capsys.readouterr().out.splitlines()
+    assert main(["retrieve", "--repo", sub, "--commit", commit, "--retriever", "bm25", issue]) == 0
+    at_commit = capsys.readouterr().out.splitlines()
+    assert live[0] == "parser.py" and at_commit == live
+
+
 def test_cli_evaluate_prints_macro_metrics_last(cache, tiny_repo, tmp_path, capsys):
     repos, commit = tiny_repo
     tasks_path = tmp_path / "tasks.jsonl"

@@ -24,7 +24,9 @@ def adhoc_task(repo_dir: Path, issue: str, commit: str | None = None) -> Task:
 
 def retrieve_in_repo(retriever: Retriever, repo_dir: Path, issue: str, commit: str | None = None,
                      pool: Any = None) -> Retrieval:
-    """Run a retriever on a live tree, or (with ``commit``) on a pooled worktree of that commit."""
+    """Run a retriever on a live tree, or (with ``commit``) on a pooled worktree of that commit; a ``repo_dir``
+    that is a subdirectory of its repository is the same subdirectory of the worktree (paths relative to it, as
+    on the live tree)."""
     repo_dir = Path(repo_dir)
     if not repo_dir.is_dir():
         raise FileNotFoundError(f"--repo {repo_dir}: not a directory")
@@ -44,8 +46,10 @@ def retrieve_in_repo(retriever: Retriever, repo_dir: Path, issue: str, commit: s
         from codegrep.env.pool import WorktreePool
 
         pool = WorktreePool()
+    prefix = git("rev-parse", "--show-prefix", cwd=repo_dir, check=False, timeout=60)
+    sub = prefix.stdout.strip() if prefix.returncode == 0 else ""
     with pool.acquire(repo_dir, commit) as checkout:
-        return retriever.retrieve(task, Path(checkout))
+        return retriever.retrieve(task, Path(checkout) / sub)
 
 
 def load_task_source(source: str, repos_dir: str | None = None, split: str | None = None,
