@@ -88,6 +88,24 @@ def real_traces():
     return traces
 
 
+def test_replay_sources_given_as_one_string_are_one_source(tmp_path, monkeypatch):
+    """``--set downstream.replay.trajectories=runs`` (one path: a string, not a list) was iterated character by
+    character ('r', 'u', ...; an absolute path began with '/': a walk of the whole file system, /proc included)."""
+    import shutil
+
+    from codegrep.downstream.traces import load_traces
+    from codegrep.mining.inputs import embedded_dir
+
+    (tmp_path / "runs").mkdir()
+    for name in ("psf__requests-5414.traj.json.gz", "psf__requests-5414.report.json.gz"):
+        shutil.copy(embedded_dir() / "mini-swe-agent" / name, tmp_path / "runs" / name)
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"instance_id": "psf__requests-5414",
+                                                      "gold_files": ["requests/models.py"]}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    traces = load_traces({"trajectories": "runs", "gold_tasks": "tasks.jsonl"})
+    assert [t.instance_id for t in traces] == ["psf__requests-5414"] and traces[0].gold == ["requests/models.py"]
+
+
 def test_real_traces_are_measured(real_traces):
     from codegrep.downstream.replay import measure_params
 

@@ -112,14 +112,26 @@ def gold_index(task_files: Iterable[str]) -> dict[str, list[str]]:
     return out
 
 
+def _sources(value: Any) -> list[str]:
+    """A source list as configured: one name or path (``--set downstream.replay.trajectories=/my/runs`` gives a
+    string, which must not be iterated character by character: ``/`` would walk the whole file system) or a list.
+
+    >>> _sources("/my/runs"), _sources(["shipped", "embedded"]), _sources(None)
+    (['/my/runs'], ['shipped', 'embedded'], ['embedded'])
+    """
+    if not value:
+        return ["embedded"]
+    return [str(value)] if isinstance(value, (str, Path)) else [str(v) for v in value]
+
+
 def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
     """Traces for every configured trajectory with a known verdict and known gold files."""
     from codegrep.mining.formats.minisweagent import load
     from codegrep.mining.inputs import report_beside
 
-    gold = gold_index(replay_cfg.get("gold_tasks") or ["embedded"])
+    gold = gold_index(_sources(replay_cfg.get("gold_tasks")))
     traces, skipped = [], []
-    for path in trajectory_files(replay_cfg.get("trajectories") or ["embedded"]):
+    for path in trajectory_files(_sources(replay_cfg.get("trajectories"))):
         traj = load(path)
         iid = str(traj.get("instance_id") or path.name.split(".traj")[0])
         traj["instance_id"] = iid
