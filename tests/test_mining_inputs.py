@@ -167,6 +167,23 @@ def test_mine_profile_with_only_a_half_trajectory_names_the_file(tmp_path):
         mine_profile(cfg, Outputs(tmp_path / "a", tmp_path / "f"))
 
 
+def test_mine_profile_takes_one_input_given_as_a_string(tmp_path, monkeypatch):
+    """``--set mining.inputs=runs`` gives a string: it was iterated per character ('r', 'u', ...: 'not found'; an
+    absolute path began with '/', the whole file system)."""
+    from codegrep.artifacts import Outputs
+    from codegrep.config import load_profile
+    from codegrep.mining.catm import mine_profile
+
+    (tmp_path / "runs").mkdir()
+    src = next(trajectory_dirs()[0].glob("*.traj.json.gz"))
+    (tmp_path / "runs" / src.name).write_bytes(src.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    cfg = load_profile("ci")
+    cfg["mining"]["inputs"] = "runs"
+    result = mine_profile(cfg, Outputs(tmp_path / "a", tmp_path / "f"))
+    assert result.stats["files"] == 1 and result.stats["parsed"] == 1
+
+
 def test_line_numbers_survive_byte_spans(tmp_path, monkeypatch):
     """A .jsonl is split into byte spans read by different workers; failures still name the file's own line."""
     from codegrep.mining import inputs

@@ -123,7 +123,9 @@ def mine_profile(cfg: dict[str, Any], out: Any) -> MiningResult:
     from codegrep.config import section
 
     sec = section(cfg, "mining")
-    paths = [str(p) for p in sec.get("inputs") or [inputs.EMBEDDED]]
+    raw = sec.get("inputs") or [inputs.EMBEDDED]
+    # one input given as a string (--set mining.inputs=/my/runs) is one input, not one per character ('/')
+    paths = [str(raw)] if isinstance(raw, (str, Path)) else [str(p) for p in raw]
     files = inputs.expand_inputs(paths)
     work = Path(out.artifacts) / "mining"
     work.mkdir(parents=True, exist_ok=True)
