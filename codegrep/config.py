@@ -304,6 +304,7 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     "env.bench.calls": (int, ">= 1"), "env.bench.samples": (int, ">= 1"),
     "retrievers.k": (int | None, ">= 1"), "retrievers.workers": (int | None, ">= 1"),
     "retrievers.limit": (int | None, ">= 1"), "retrievers.names": (list[str], None),
+    "downstream.retrievers": (list[str] | None, None),  # a string would be read as a list of its letters
     # fields of config classes that declare no range yet (their owners may move these into field metadata)
     "agent.max_turns": (int, ">= 1"), "agent.max_calls_per_turn": (int, ">= 1"),
     "agent.max_observation_tokens": (int, ">= 1"), "agent.max_issue_chars": (int, ">= 1"),

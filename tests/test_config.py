@@ -118,6 +118,19 @@ def test_shipped_profiles_pass_the_deep_check(profile):
     check_profile(load_profile(profile))
 
 
+def test_downstream_retrievers_given_as_one_string_is_refused():
+    """``--set downstream.retrievers=bm25`` gave the string 'bm25', which the downstream stage took as the
+    retrievers 'b', 'm', '2', '5'; it is refused as retrievers.names already is."""
+    from codegrep.config import check_profile
+
+    cfg = load_profile("ci")
+    cfg["downstream"]["retrievers"] = "bm25"
+    with pytest.raises(ConfigError, match=r"--set downstream.retrievers: must be a list or null, got the string"):
+        check_profile(cfg, overridden=["downstream.retrievers"])
+    cfg["downstream"]["retrievers"] = None
+    check_profile(cfg)
+
+
 @pytest.mark.parametrize("path, key, close", [
     (("retrievers", "bm25"), "path_weigth", "path_weight"),
     (("env",), "max_disk_g", "max_disk_gb"),
