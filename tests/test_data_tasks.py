@@ -168,6 +168,9 @@ def test_filters_are_deterministic(tmp_path):
     assert [t.instance_id for t in filter_tasks(tasks, instance_ids=["o__r-3"])] == ["o__r-3"]
     with pytest.raises(ValueError, match="o__r-99"):
         filter_tasks(tasks, instance_ids=["o__r-99"])
+    # one repository / id as a string (--set tasks.repos=o/r1): one, not the set of its letters (was: no task)
+    assert [t.instance_id for t in filter_tasks(tasks, repos="o/r1")] == ["o__r-1", "o__r-4", "o__r-7"]
+    assert [t.instance_id for t in filter_tasks(tasks, instance_ids="o__r-3")] == ["o__r-3"]
 
 
 def test_profile_tasks_reads_split_overrides(tmp_path):

@@ -268,7 +268,10 @@ def read_tasks(source: str | os.PathLike, on_error: str = "raise") -> tuple[list
 def filter_tasks(tasks: Sequence[Task], *, repos: Sequence[str] | None = None,
                  instance_ids: Sequence[str] | None = None, limit: int | None = None, seed: int = 0,
                  split: str | None = None) -> list[Task]:
-    """Keep tasks by repository, id and split, then a seeded sample of ``limit`` (source order kept)."""
+    """Keep tasks by repository, id and split, then a seeded sample of ``limit`` (source order kept). One
+    repository or id given as a string (``--set tasks.repos=django/django``) is one, not a set of its letters."""
+    repos = [repos] if isinstance(repos, str) else repos
+    instance_ids = [instance_ids] if isinstance(instance_ids, str) else instance_ids
     out = list(tasks)
     if repos:
         wanted = set(repos)
