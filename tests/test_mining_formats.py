@@ -165,3 +165,16 @@ def test_openhands_event_stream_fixture():
 def test_unknown_row_is_a_clear_error():
     with pytest.raises(ValueError, match="unrecognised trajectory format"):
         parse_row({"hello": 1}, source="x.jsonl:3")
+
+
+def test_a_forced_format_that_is_another_rows_format_is_a_clear_error():
+    """``--format swe-agent`` on mini-swe-agent runs parsed every run as a SWE-agent row with no steps and still
+    made 'useful' records from the diff alone; ``--format mini-swe-agent`` on the nebius rows likewise."""
+    (_, mini), nebius = _mini()[0], _rows("adp_nebius_SWE-agent-trajectories.sample_raw.json.gz")[0]
+    with pytest.raises(ValueError, match=r"x.traj.json: row does not match --format swe-agent \(it is a "
+                                         r"mini-swe-agent row\)"):
+        parse_row(mini, "swe-agent", source="x.traj.json")
+    with pytest.raises(ValueError, match="does not match --format mini-swe-agent"):
+        parse_row(nebius, "mini-swe-agent")
+    assert parse_row(mini, "mini-swe-agent").n_steps  # the row's own format, forced, is read as before
+    assert parse_row(nebius, "nebius-swe-agent").events

@@ -104,7 +104,9 @@ def process_row(row: Any, source: str, report: Any = None) -> tuple:
     try:
         traj = parse_row(row, options.fmt, source, report)
     except ValueError as exc:
-        return ("fail", "unrecognised-format" if "unrecognised" in str(exc) else "bad-row", source, str(exc)[:300])
+        reason = "unrecognised-format" if "unrecognised" in str(exc) else \
+            "format-mismatch" if "does not match --format" in str(exc) else "bad-row"
+        return ("fail", reason, source, str(exc)[:300])
     except Exception as exc:  # a malformed row of a known format: count it, keep going
         return ("fail", f"parse-error:{type(exc).__name__}", source, str(exc)[:300])
     if not traj.instance_id or (options.tasks and traj.instance_id not in options.tasks):

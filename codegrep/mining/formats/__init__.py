@@ -44,7 +44,16 @@ def parse_row(row: Any, fmt: str = "auto", source: str = "", report: Any = None)
         raise ValueError(f"{source}: unrecognised trajectory format (keys: {keys})")
     if name not in FORMATS:
         raise ValueError(f"unknown --format {name!r}; choose auto or one of {', '.join(FORMATS)}")
+    if fmt != "auto" and not _signature(name, row) and (found := detect_format(row)) is not None:
+        # a forced format that is not the row's: its parser would read nothing (a record without events)
+        raise ValueError(f"{source}: row does not match --format {name} (it is a {found} row)")
     return FORMATS[name][1](row, source=source, report=report)
+
+
+def _signature(name: str, row: Any) -> bool:
+    if isinstance(row, list):
+        return name == openhands.NAME and openhands.detect(row)
+    return isinstance(row, dict) and FORMATS[name][0](row)
 
 
 __all__ = ["FORMATS", "Trajectory", "detect_format", "parse_row"]
