@@ -345,7 +345,8 @@ def _environment(res: Results) -> Row:
     return Row("Docker-free environment: rollouts acquire a repository far cheaper than clone-per-rollout",
                "much cheaper (no number)",
                f"{fmt(ratio, '{:,.1f}')}x; tool p50 {fmt(g('tool_p50_ms'), '{:.1f}')} ms; "
-               f"{fmt(g('concurrent_rollouts'), '{:.0f}')}-way load: {fmt(fail, '{:.0f}')} failures",
+               f"{fmt(g('concurrent_rollouts'), '{:.0f}')}-way load: {fmt(fail, '{:.0f}')} failures"
+               if finite(ratio) else "n/a",  # not 'n/ax; tool p50 n/a ms; n/a-way load: n/a failures'
                count(g("n_cold_samples"), "cold samples per mode") if finite(g("n_cold_samples")) else
                count(files, "files in the bench repository"), "measured", v, why, res.run_label())
 

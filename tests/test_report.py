@@ -133,6 +133,8 @@ def test_summary_table_tops_the_report_with_one_verdict_per_claim(tmp_path):
     assert agent.verdict == "inconclusive" and agent.n == "4 instances" and "[-0.500, +0.000]" in agent.value
     kl = next(r for r in rows if r.claim.startswith("Efficiency"))
     assert kl.verdict == "not measured here"
+    env = next(r for r in rows if r.claim.startswith("Docker-free environment"))  # notebook 02 did not run
+    assert env.verdict == "not measured here" and env.value == "n/a"  # was 'n/ax; tool p50 n/a ms; n/a-way ...'
     for r in rows:
         assert f"**{r.verdict}**" in md
 
