@@ -86,6 +86,26 @@ def test_a_repository_without_python_files_is_an_empty_ranking_not_a_crash(name,
     assert files == ([] if name == "bm25-plain" else ["server/token.go"]), (name, files)
 
 
+@pytest.mark.parametrize("defining, calling, name", [
+    ("auth/token.go", "api/handlers.go", "ValidateSessionToken"),
+    ("web/cart.ts", "web/checkout.ts", "computeCartTotal"),
+])
+def test_heuristic_puts_a_go_or_ts_definition_before_its_callers(defining, calling, name, cache, tmp_path):
+    """The definition bonus knew only Python's def/class: in a Go or TypeScript repository the file that calls a
+    name three times outranked the one that defines it."""
+    repo = tmp_path / "svc"
+    sources = {"auth/token.go": f"package auth\n\nfunc {name}(t string) error {{\n\treturn nil\n}}\n",
+               "web/cart.ts": f"export function {name}(items: Item[]): number {{ return 0; }}\n"}
+    (repo / defining).parent.mkdir(parents=True, exist_ok=True)
+    (repo / defining).write_text(sources[defining])
+    (repo / calling).parent.mkdir(parents=True, exist_ok=True)
+    (repo / calling).write_text("".join(f"const r{i} = {name}(x{i});\n" for i in range(3)))
+    task = Task("local__svc-1", "local/svc", "", f"{name} gives the wrong answer", gold_files=[defining])
+    result = make_retriever("grep-heuristic").retrieve(task, repo)
+    assert result.files[:2] == [defining, calling], result.reasons
+    assert "(def)" in result.reasons[defining]
+
+
 def test_heuristic_reports_its_tool_use(cache, tiny_repo):
     repos, commit = tiny_repo
     result = make_retriever("grep-heuristic").retrieve(tiny_tasks(commit)[0], repos / "local__tiny")

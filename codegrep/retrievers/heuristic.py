@@ -132,14 +132,33 @@ def parse_hits(result: ToolResult) -> tuple[dict[str, list[str]], int]:
     return dict(hits), total or sum(map(len, hits.values()))
 
 
-def is_definition(term: str, line: str) -> bool:
-    """Whether a hit line defines the term rather than uses it.
+_PYTHON_SUFFIXES = (".py", ".pyi", ".pyx", ".pxd")
+_OTHER_DEFINITION = r"\b(?:func(?:\s*\([^)]*\))?|function\*?|fn|struct|interface|enum|trait|type|const|let|var)\s+"
+
+
+def is_definition(term: str, line: str, path: str = "") -> bool:
+    """Whether a hit line defines the term rather than uses it: Python's ``def``/``class``/assignment; in a file of
+    another language (``path`` not ``.py``) also the definition keywords of Go, JS/TS, Rust, Java/C# (``func``,
+    ``func (r *T)``, ``function``, ``fn``, ``struct``, ``interface``, ``enum``, ``trait``, ``type``,
+    ``const``/``let``/``var``), so such a repository gets its definition file ahead of the files that only call the
+    name. Python files keep the Python rule alone (their docstrings say "let x be ...").
 
     >>> is_definition("bulk_create", "    def bulk_create(self, objs):"), is_definition("x", "y = x + 1")
     (True, False)
+    >>> [is_definition("Validate", s, "a.go") for s in ("func Validate(t string) error {", "func (s *S) Validate() {",
+    ...                                                  "if err := Validate(t); err != nil {")]
+    [True, True, False]
+    >>> [is_definition("total", s, "cart.ts") for s in ("export function total(a) {", "export const total = (a) => a;",
+    ...                                                   "pub fn total(x: u8)", "return total(items);")]
+    [True, True, True, False]
+    >>> is_definition("f", "Let f be a function", "doc.py"), is_definition("f", "let f = 1", "a.py")
+    (False, False)
     """
     t = re.escape(term.rsplit(".", 1)[-1])
-    return bool(re.search(rf"\b(?:def|class|async def)\s+{t}\b|^\s*{t}\s*[:=]", line))
+    if re.search(rf"\b(?:def|class|async def)\s+{t}\b|^\s*{t}\s*[:=]", line):
+        return True
+    return bool(path) and not path.endswith(_PYTHON_SUFFIXES) and re.search(_OTHER_DEFINITION + rf"{t}\b", line) \
+        is not None
 
 
 class HeuristicRetriever:
@@ -167,7 +186,7 @@ class HeuristicRetriever:
             weight = (self.config.identifier_prior if kind != "word" else 1.0) / (1.0 + math.log(df))
             weight *= 3.0 if kind == "path" else 1.0
             for path, lines in hits.items():
-                bonus = self.config.definition_bonus if any(is_definition(term, s) for s in lines) else 1.0
+                bonus = self.config.definition_bonus if any(is_definition(term, s, path) for s in lines) else 1.0
                 scores[path] += weight * bonus * (1.0 + math.log(len(lines))) * policy.weight(path)
                 why[path].append(f"{term!r}x{len(lines)}" + (" (def)" if bonus > 1 else ""))
         return dict(scores), why
