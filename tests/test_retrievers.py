@@ -106,6 +106,17 @@ def test_heuristic_puts_a_go_or_ts_definition_before_its_callers(defining, calli
     assert "(def)" in result.reasons[defining]
 
 
+def test_random_in_a_repository_without_python_draws_its_source_files(cache, tmp_path):
+    """The random floor fell back to every file (README, package.json, docs) where no ``.py`` file exists."""
+    repo = tmp_path / "poly"
+    for rel in ("server/token.go", "web/cart.ts", "crates/lexer.rs", "docs/auth.md", "package.json", "README.md"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x\n")
+    task = Task("local__poly-1", "local/poly", "HEAD", "anything", gold_files=["server/token.go"])
+    files = make_retriever("random").retrieve(task, repo).files
+    assert sorted(files) == ["crates/lexer.rs", "server/token.go", "web/cart.ts"]
+
+
 def test_heuristic_reports_its_tool_use(cache, tiny_repo):
     repos, commit = tiny_repo
     result = make_retriever("grep-heuristic").retrieve(tiny_tasks(commit)[0], repos / "local__tiny")

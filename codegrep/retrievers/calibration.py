@@ -11,6 +11,7 @@ from codegrep.data.tasks import Task
 from codegrep.metrics import dedupe
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import DEFAULT_MAX_FILE_BYTES, list_files
+from codegrep.retrievers.query import SOURCE_SUFFIXES
 
 
 class OracleRetriever:
@@ -57,8 +58,9 @@ class RandomRetriever:
     def retrieve(self, task: Task, checkout: Path) -> Retrieval:
         start = time.perf_counter()
         files = list_files(Path(checkout), DEFAULT_MAX_FILE_BYTES)
-        if self.config.suffixes:
-            files = [f for f in files if f.endswith(tuple(self.config.suffixes))] or files
+        if self.config.suffixes:  # a repository without such files (Go, JS, ...): its source files, as bm25 indexes
+            files = [f for f in files if f.endswith(tuple(self.config.suffixes))] or \
+                [f for f in files if f.endswith(SOURCE_SUFFIXES)] or files
         rng = random.Random(instance_seed(self.config.seed, task.instance_id))
         picked = rng.sample(files, min(self.config.k, len(files)))
         return Retrieval(files=picked, seconds=time.perf_counter() - start,
