@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from codegrep.argtypes import positive_int
+from codegrep.errors import UserError
 
 NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random", "bm25-plain")
 
@@ -38,6 +39,9 @@ def _retrieve(args: argparse.Namespace) -> int:
     from codegrep.retrievers.registry import make_retriever
     from codegrep.retrievers.entrypoints import retrieve_in_repo
 
+    if args.retriever == "oracle":  # it returns a task's gold files, and free text has none
+        raise UserError("--retriever oracle: returns a task's gold files, and an issue text given to retrieve has "
+                        "none; use it with 'codegrep evaluate --tasks ...'")
     cfg = load_profile(args.profile)
     retriever = make_retriever(args.retriever, cfg, **_overrides(args))
     result = retrieve_in_repo(retriever, Path(args.repo), _issue_text(args), commit=args.commit)
