@@ -49,6 +49,20 @@ def test_openhands_stream_id_from_file_name_without_suffixes(tmp_path, capsys):
     assert rec["source_format"] == "openhands" and rec["viewed_files"] == ["django/core/validators.py"]
 
 
+def test_harness_report_beside_an_events_file_is_read(tmp_path, capsys):
+    """``<id>.events.json`` with the harness's ``<id>.report.json`` beside it: the report was looked up as
+    ``<id>.events.report.json`` only, so the run's verdict was unknown and its record not useful."""
+    d = tmp_path / "runs"
+    d.mkdir()
+    (d / "django__django-11099.events.json").write_text(json.dumps(_stream("/workspace/django__django__3.0")))
+    (d / "django__django-11099.report.json").write_text(json.dumps({"django__django-11099": {"resolved": True}}))
+    out = tmp_path / "r.jsonl"
+    rc, stdout, _ = _run(capsys, "mine", str(d), "--out", str(out), "--workers", "1")
+    assert rc == 0
+    [rec] = _records(out)
+    assert rec["resolved"] is True and rec["useful"] is True
+
+
 def test_openhands_stream_id_from_workspace_path_and_first_message(tmp_path):
     d = tmp_path / "runs"
     d.mkdir()

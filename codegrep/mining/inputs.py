@@ -255,14 +255,19 @@ def span_lines(path: str, start: int, end: int) -> Iterator[bytes]:
 
 @lru_cache(maxsize=64)
 def report_beside(path: str) -> Any:
-    """The SWE-bench ``report.json`` next to a trajectory file: ``<stem>.report.json`` or ``report.json``."""
+    """The SWE-bench ``report.json`` next to a trajectory file: ``<stem>.report.json``, ``<id>.report.json`` (the
+    id the file name gives once every known suffix is gone: ``<id>.events.json``, ``<id>.history.json`` ...) or
+    ``report.json``."""
+    from codegrep.mining.ids import id_from_name
+
     p = Path(path)
     stem = _base(p)
     for suffix in (".traj.json", ".traj", ".json", ".jsonl", ".parquet"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
-    for name in (f"{stem}.report.json", f"{stem}.report.json.gz", "report.json", "report.json.gz"):
+    stems = dict.fromkeys((stem, id_from_name(p.name)))
+    for name in (*(f"{s}.report.json{gz}" for s in stems for gz in ("", ".gz")), "report.json", "report.json.gz"):
         cand = p.parent / name
         if cand.is_file():
             try:
