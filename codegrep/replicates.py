@@ -45,6 +45,19 @@ def tables(per_instance: dict[str, Any]) -> dict[str, dict[str, float]]:
     return {policy_name(k): v for k, v in source.items() if isinstance(v, dict)}
 
 
+def _check_numbers(path: Path, doc: dict[str, Any], tab: dict[str, dict[str, Any]]) -> None:
+    """A hand-edited or foreign ``per_instance.json`` is one error naming the file: ``p_at_1`` not an object, or a
+    P@1 that is not a number (it was a TypeError deep in the sign test, or a run silently left out)."""
+    from codegrep.errors import UserError
+
+    if "p_at_1" in doc and not isinstance(doc["p_at_1"], dict):
+        raise UserError(f"{path}: field 'p_at_1' must be a JSON object, got {type(doc['p_at_1']).__name__}")
+    for policy, values in tab.items():
+        for iid, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise UserError(f"{path}: P@1 of {policy} on {iid} must be a number, got {v!r}")
+
+
 def won_lost(a: dict[str, float], b: dict[str, float]) -> tuple[int, int, int]:
     """(instances where ``a`` beats ``b``, where it loses, instances both have).
 
@@ -94,6 +107,7 @@ def replicate_pairs(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = PAI
     for d in dirs:
         doc = read_json_object(Path(d) / "per_instance.json")
         tab = tables(doc)
+        _check_numbers(Path(d) / "per_instance.json", doc, tab)
         row: dict[str, Any] = {"run": Path(d).name, "commit": str(doc.get("run_commit") or "")[:7]}
         for a, b in pairs:
             if a not in tab or b not in tab:
