@@ -237,6 +237,22 @@ CASES = [
                                                                    "--bogus 1", "'codegrep bench policies --help'"]),
     Case("tool --timeout nan", ["tool", "--dir", T, "--timeout", "nan", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
+    # ---- audit of the sub-commands (bad-input sweep): tracebacks, silent results, late or misleading refusals
+    Case("downstream --candidates row not an object", ["downstream", "--tasks", f"{T}/t.jsonl", "--candidates",
+                                                       f"{T}/c.jsonl", "--out", f"{T}/d.jsonl"],
+         ["c.jsonl:1", "JSON object"], {"t.jsonl": jl(GOOD), "c.jsonl": "5\n"}),
+    Case("downstream --candidates not UTF-8", ["downstream", "--tasks", f"{T}/t.jsonl", "--candidates", f"{T}/c.jsonl",
+                                               "--out", f"{T}/d.jsonl"], ["c.jsonl", "UTF-8"],
+         {"t.jsonl": jl(GOOD), "c.jsonl": b'{"instance_id": "caf\xe9", "files": []}\n'}),
+    Case("downstream --compare not a results file", ["downstream", "--tasks", "mined", "--candidates", "none", "--out",
+                                                     f"{T}/d.jsonl", "--compare", f"{T}/c.jsonl"],
+         ["c.jsonl:1", "downstream result"], {"c.jsonl": jl({"a": 1})}),
+    Case("verify --patch not UTF-8", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", f"{T}/p.diff"],
+         ["--patch", "p.diff", "UTF-8"],
+         {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"}), "p.diff": b"\xff\n"}),
+    Case("verify --out is a directory", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", "none", "--out",
+                                         f"{T}/outdir"], ["--out", "outdir"],
+         {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"})}, ["outdir"]),
 ]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.argtypes import positive_int
-from codegrep.files import write_atomic
+from codegrep.files import output_file, write_atomic
 
 
 def register(subparsers: Any) -> None:
@@ -89,6 +89,7 @@ def cmd_downstream(args: argparse.Namespace) -> int:
         raise ValueError("--candidates is required (a retriever results JSONL, or 'none') unless --hint-precision "
                          "is given")
     candidates = None if args.candidates.lower() == "none" else load_candidates(args.candidates)
+    compared = read_results(args.compare) if args.compare else None  # a bad --compare is refused before the run
     if args.from_output:
         results = _from_output(args, candidates)
         write_atomic(args.out, "".join(json.dumps(r.to_row()) + "\n" for r in results))
@@ -99,8 +100,8 @@ def cmd_downstream(args: argparse.Namespace) -> int:
         results = run_downstream(_tasks(args, cfg, agent), agent, candidates, args.out)
     summary: dict[str, Any] = {**summarize(results), "out": args.out,
                                "source": "model" if args.agent == "replay" and not args.from_output else "run"}
-    if args.compare:
-        summary["paired"] = paired_compare(read_results(args.compare), results, seed=int(cfg.get("seed", 0)))
+    if compared is not None:
+        summary["paired"] = paired_compare(compared, results, seed=int(cfg.get("seed", 0)))
     print(json.dumps(summary, default=float))
     return 0
 
@@ -280,6 +281,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     vcfg = config_from_section(ds, "verify", VerifyConfig, "timeout", args.timeout)  # --timeout overrides
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.out:
+        output_file(args.out, "--out")  # before any test runs, not after
     if args.repos is None:
         from codegrep.data.shipped import snapshot_repos_dir
 
