@@ -110,11 +110,12 @@ def _label(path: Path, label: "str | os.PathLike | None") -> Path:
 @contextlib.contextmanager
 def write_errors(path: "str | os.PathLike", note: str = "") -> Iterator[None]:
     """Turn an ``OSError`` of writing ``path`` that names no file (no space, file too large: ``write`` and
-    ``flush`` do not say which file) into a :class:`UserError` naming ``path`` (and ``note``)."""
+    ``flush`` do not say which file) into a :class:`UserError` naming ``path`` (and ``note``). One with no
+    ``errno`` was raised by code in the block (a repository not available offline): it keeps its own message."""
     try:
         yield
     except OSError as exc:
-        if getattr(exc, "filename", None) is not None:
+        if getattr(exc, "filename", None) is not None or exc.errno is None:
             raise
         raise UserError(f"{path}: cannot write ({exc.strerror or exc}){note}") from None
 
@@ -156,8 +157,9 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.P
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if getattr(exc, "filename", None) is not None and exc.filename != str(tmp):
-            raise  # an error of another file (an input read while writing) names itself
+        if getattr(exc, "filename", None) is not None and exc.filename != str(tmp) or exc.errno is None:
+            raise  # an error of another file (an input read while writing) names itself; one raised by the caller
+            # (errno None: a repository not available offline) is not an error of writing
         raise _write_error(_label(p, label), exc) from None
     except BaseException:
         with contextlib.suppress(OSError):

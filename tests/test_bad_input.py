@@ -336,6 +336,19 @@ def test_evaluate_resume_keeps_a_complete_row_without_newline(tmp_path):
     assert set(read_rows(path)) == {"a"}  # the partial row of a killed run: rerun that instance
 
 
+def test_a_repository_not_available_is_not_an_error_of_writing(tmp_path, capsys, monkeypatch):
+    """A task whose repository is not available offline is said as such, not as "--out: cannot write" (an
+    ``OSError`` raised by codegrep's own code inside the writing block is not an error of the file system)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("CODEGREP_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "t.jsonl").write_text(jl(GOOD))
+    rc, out, err = run_cli(["evaluate", "--tasks", str(tmp_path / "t.jsonl"), "--retriever", "random", "--profile",
+                            "ci", "--out", str(tmp_path / "r.jsonl")], capsys)
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and "Traceback" not in err, err
+    assert "o/n" in last and "not available offline" in last and "cannot write" not in last, last
+
+
 # ----------------------------------------------------------------------------- the other side: bugs
 
 
