@@ -253,6 +253,12 @@ CASES = [
     Case("verify --out is a directory", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", "none", "--out",
                                          f"{T}/outdir"], ["--out", "outdir"],
          {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"})}, ["outdir"]),
+    # --set model=<missing>: a range the old code let through ends at the model check, never in training
+    Case("train --set num_generations=0", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "num_generations=0",
+                                           "--set", f"model={T}/nope"], ["--set num_generations", ">= 2"]),
+    Case("train --set per_device_train_batch_size=0", ["train", "--config", "ci", "--out", f"{T}/runs", "--set",
+                                                       "per_device_train_batch_size=0", "--set", f"model={T}/nope"],
+         ["--set per_device_train_batch_size", ">= 1"]),
 ]
 
 
