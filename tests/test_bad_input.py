@@ -238,6 +238,9 @@ CASES = [
     Case("tool --timeout nan", ["tool", "--dir", T, "--timeout", "nan", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
     # ---- audit of the sub-commands (bad-input sweep): tracebacks, silent results, late or misleading refusals
+    Case("tool CALLS an empty list", ["tool", "--dir", T, "[]"], ["CALLS", "empty"]),
+    Case("tool --repo not a git repository", ["tool", "--repo", T, '{"name": "read", "arguments": {"path": "a.py"}}'],
+         ["--repo", T, "not a git repository"], {"a.py": "x = 1\n"}),
     Case("downstream --candidates row not an object", ["downstream", "--tasks", f"{T}/t.jsonl", "--candidates",
                                                        f"{T}/c.jsonl", "--out", f"{T}/d.jsonl"],
          ["c.jsonl:1", "JSON object"], {"t.jsonl": jl(GOOD), "c.jsonl": "5\n"}),
@@ -340,6 +343,17 @@ def test_evaluate_resume_keeps_a_complete_row_without_newline(tmp_path):
     assert set(read_rows(path)) == {"a", "b"}
     path.write_text('{"instance_id": "a", "retriever": "random"}\n{"instance_id": "b", "retr')
     assert set(read_rows(path)) == {"a"}  # the partial row of a killed run: rerun that instance
+
+
+def test_tool_names_a_commit_that_is_not_there(tmp_path, capsys):
+    """``tool --commit`` that the repository lacks is one line naming ``--commit``, not git's command line."""
+    from conftest import commit_all
+
+    commit_all(tmp_path / "r", {"a.py": "x = 1\n"})
+    rc, out, err = run_cli(["tool", "--repo", str(tmp_path / "r"), "--commit", "nosuch",
+                            '{"name": "read", "arguments": {"path": "a.py"}}'], capsys)
+    assert rc == 2 and not out, err
+    assert err.strip() == f"codegrep tool: error: --commit nosuch: not a commit of the git repository {tmp_path / 'r'}"
 
 
 def test_a_repository_not_available_is_not_an_error_of_writing(tmp_path, capsys, monkeypatch):
