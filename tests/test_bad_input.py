@@ -238,6 +238,8 @@ CASES = [
     Case("tool --timeout nan", ["tool", "--dir", T, "--timeout", "nan", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
     # ---- audit of the sub-commands (bad-input sweep): tracebacks, silent results, late or misleading refusals
+    Case("tasks stats --split no task has", ["tasks", "stats", "--split", "nosuch", f"{T}/t.jsonl"],
+         ["t.jsonl", "'nosuch'", "train"], {"t.jsonl": jl({**GOOD, "split": "train"})}),
     Case("tool CALLS an empty list", ["tool", "--dir", T, "[]"], ["CALLS", "empty"]),
     Case("tool --repo not a git repository", ["tool", "--repo", T, '{"name": "read", "arguments": {"path": "a.py"}}'],
          ["--repo", T, "not a git repository"], {"a.py": "x = 1\n"}),
