@@ -264,6 +264,17 @@ CASES = [
     Case("train --set per_device_train_batch_size=0", ["train", "--config", "ci", "--out", f"{T}/runs", "--set",
                                                        "per_device_train_batch_size=0", "--set", f"model={T}/nope"],
          ["--set per_device_train_batch_size", ">= 1"]),
+    # --result under a file: where the old code let --out or --first-seed through, it stops there, before training
+    Case("ablation study --out is a file", ["ablation", "study", "--config", "ci", "--seeds", "1", "--out", f"{T}/f.txt",
+                                            "--result", f"{T}/f.txt/r.json"], ["--out", "f.txt", "is a file"],
+         {"f.txt": "keep\n"}),
+    Case("ablation study --first-seed not below --seeds", ["ablation", "study", "--config", "ci", "--seeds", "1",
+                                                           "--first-seed", "3", "--out", f"{T}/st", "--result",
+                                                           f"{T}/f.txt/r.json"], ["--first-seed 3", "--seeds 1"],
+         {"f.txt": "keep\n"}),
+    Case("bench mcp --files 0", ["bench", "mcp", "--files", "0"], ["--files", "'0'"]),
+    Case("bench mcp --out under a file", ["bench", "mcp", "--files", "10", "--queries", "1", "--out",
+                                          f"{T}/f.txt/r.json"], ["--out", "f.txt"], {"f.txt": "keep\n"}),
 ]
 
 
