@@ -312,6 +312,11 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     "agent.rank_files": (int, ">= 0"), "agent.max_call_tokens": (int | None, ">= 1"), "agent.min_greps": (int, ">= 0"),
     "agent.draft_tokens": (int, ">= 0"), "agent.prefix_cache_mb": (int | None, ">= 0"),
     "agent.cpu_threads": (int | None, ">= 1"),
+    # TRL GRPOConfig fields its __post_init__ divides by (0 is a ZeroDivisionError there) or that leave no batch;
+    # codegrep.rl.training_run checks the same ranges in a train YAML and `codegrep train --set`
+    "train.num_generations": (int, ">= 2"), "train.per_device_train_batch_size": (int, ">= 1"),
+    "train.gradient_accumulation_steps": (int, ">= 1"), "train.steps_per_generation": (int | None, ">= 1"),
+    "train.generation_batch_size": (int | None, ">= 1"),
 }
 KEY_RULES.update({f"tasks.splits.{split}.{key}": KEY_RULES[f"tasks.{key}"]  # a split's overrides: the same rules
                   for split in ("train", "eval") for key in ("limit", "seed", "offline", "on_error")})

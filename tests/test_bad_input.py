@@ -264,6 +264,10 @@ CASES = [
     Case("train --set per_device_train_batch_size=0", ["train", "--config", "ci", "--out", f"{T}/runs", "--set",
                                                        "per_device_train_batch_size=0", "--set", f"model={T}/nope"],
          ["--set per_device_train_batch_size", ">= 1"]),
+    Case("reproduce --set train.num_generations=0", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                     "--set", "train.num_generations=0", "--set",
+                                                     "notebooks.03_training.ceiling_tasks=-1"],
+         ["--set train.num_generations", ">= 2"]),  # (the old code stopped at the notebook parameter, after it)
     # --result under a file: where the old code let --out or --first-seed through, it stops there, before training
     Case("ablation study --out is a file", ["ablation", "study", "--config", "ci", "--seeds", "1", "--out", f"{T}/f.txt",
                                             "--result", f"{T}/f.txt/r.json"], ["--out", "f.txt", "is a file"],

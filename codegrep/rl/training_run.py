@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn, Sequence
 
-from codegrep.config import ConfigError, check_fields, check_value, load_profile, load_yaml, project_root, section, seed_everything
+from codegrep.config import KEY_RULES, ConfigError, check_fields, check_value, load_profile, load_yaml, project_root, section, seed_everything
 from codegrep.files import write_atomic
 
 DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/smoke.yaml",
@@ -81,10 +81,10 @@ class TrainArgs(NamedTuple):
     grpo: Any
 
 
-GRPO_RANGES = {"num_generations": ">= 2", "per_device_train_batch_size": ">= 1", "gradient_accumulation_steps": ">= 1",
-               "steps_per_generation": ">= 1", "generation_batch_size": ">= 1"}
+GRPO_RANGES = {key[len("train."):]: rng for key, (_, rng) in KEY_RULES.items() if key.startswith("train.")}
 """Ranges of TRL GRPOConfig fields its ``__post_init__`` divides by (0 is a ZeroDivisionError there) or that leave
-no batch to train on; checked before TRL builds its config."""
+no batch to train on (``config.KEY_RULES``, where a profile's ``train:`` section is checked); checked here before
+TRL builds its config from a train YAML and overrides."""
 
 
 def _check_grpo_ranges(values: dict[str, Any], given: set[str], path: Path) -> None:
