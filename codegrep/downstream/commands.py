@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.argtypes import positive_int
-from codegrep.files import output_file, write_atomic
+from codegrep.files import output_file, refuse_overwriting_inputs, write_atomic
 
 
 def register(subparsers: Any) -> None:
@@ -80,6 +80,9 @@ def cmd_downstream(args: argparse.Namespace) -> int:
     from codegrep.downstream.factory import make_agent
     from codegrep.downstream.agent_runs import load_candidates, paired_compare, read_results, run_downstream, summarize
 
+    refuse_overwriting_inputs({"--out": args.out}, {"--tasks": args.tasks, "--candidates": args.candidates,
+                                                    "--compare": args.compare, "--from-output": args.from_output,
+                                                    "--report": args.report, "--profile": args.profile})
     cfg = load_profile(args.profile, args.set)
     check_profile(cfg, parse_overrides(args.set or []))  # every --set value, used by this run or not, before work
     ds = section(cfg, "downstream")
