@@ -285,6 +285,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     if args.out:
+        refuse_overwriting_inputs({"--out": args.out}, {"--tasks": args.tasks, "--patch": args.patch,
+                                                        "--profile": args.profile})
         output_file(args.out, "--out")  # before any test runs, not after
     if args.repos is None:
         from codegrep.data.shipped import snapshot_repos_dir
