@@ -445,6 +445,8 @@ def update_readme(readme: Path, run_dir: Path | None = None, check: bool = False
     if run_dir is None:
         raise UserError(f"--readme: no committed run under {RESULTS_DIR}/<{'|'.join(COMMITTED_PROFILES)}>/run.json "
                         "(save one with `codegrep report --artifacts DIR --save-results`)")
+    read_json_object(run_dir / "run.json")  # a corrupt run record or headline is one line naming it (file:line),
+    read_headlines(run_dir)  # not a table of "not measured" that replaces a good one
     text = readme.read_text()
     if text.count(README_BEGIN) != 1 or text.count(README_END) != 1:
         raise UserError(f"{readme}: needs exactly one pair of markers {README_BEGIN!r} ... {README_END!r}")

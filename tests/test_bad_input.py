@@ -17,6 +17,7 @@ import pytest
 
 from codegrep import cli
 from codegrep.errors import UserError, user_message
+from codegrep.report import README_BEGIN, README_END
 
 GOOD = {"instance_id": "o__n-1", "repo": "o/n", "base_commit": "a" * 40, "problem_statement": "x",
         "gold_files": ["a.py"]}
@@ -226,6 +227,9 @@ CASES = [
     Case("report corrupt headline", ["report", "--artifacts", f"{T}/a"],
          [f"{T}/a/headlines/03_training.json:2", "invalid JSON"],
          {"a/run.json": "{}", "a/headlines/03_training.json": '{"numbers": {},\n'}),
+    Case("report --readme from a corrupt committed run.json", ["report", "--readme", f"{T}/README.md", "--results",
+                                                               f"{T}/res"], [f"{T}/res/run.json:1", "invalid JSON"],
+         {"README.md": f"x\n{README_BEGIN}\nthe good table\n{README_END}\n", "res/run.json": "{bad"}),
     Case("export a run that does not exist", ["export", f"{T}/nosuch"], ["nosuch"]),
     Case("tasks default --out is a file", ["tasks", "default", "--out", f"{T}/f.txt"], ["f.txt"], {"f.txt": "keep\n"}),
     Case("tool --timeout -1", ["tool", "--dir", T, "--timeout", "-1", '{"name": "grep", "arguments": {"pattern": "x"}}'],
