@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.argtypes import positive_int
-from codegrep.files import output_file, refuse_overwriting_inputs, write_atomic
+from codegrep.errors import UserError
+from codegrep.files import output_file, read_json, refuse_overwriting_inputs, write_atomic
 
 
 def register(subparsers: Any) -> None:
@@ -63,8 +64,14 @@ def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | No
     if src.is_dir():
         from codegrep.downstream.mini_swe_agent import result_from_trajectory
 
-        results = [result_from_trajectory(json.loads(f.read_text()), report, path=str(f))
-                   for f in sorted(src.rglob("*.traj.json"))]
+        files = sorted(src.rglob("*.traj.json"))
+        if not files:  # not an empty result that replaces an earlier --out
+            raise UserError(f"--from-output {src}: no *.traj.json file under it (a mini-swe-agent output directory)")
+        results = [result_from_trajectory(read_json(f, "trajectory"), report, path=str(f))  # bad JSON: file:line
+                   for f in files]
+        for f, r in zip(files, results):
+            if not r.instance_id:
+                raise UserError(f"{f}: no instance_id (not a mini-swe-agent trajectory)")
     else:
         from codegrep.downstream.openhands import results_from_output
 
