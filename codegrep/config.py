@@ -535,6 +535,23 @@ def check_override_key(cfg: Mapping[str, Any], dotted: str, source: str = "--set
 def validate_profile(cfg: Mapping[str, Any], source: str) -> None:
     """Top-level keys of a profile must be known sections."""
     check_keys({k: v for k, v in cfg.items() if not str(k).startswith("_")}, PROFILE_SECTIONS, source)
+    check_sections(cfg, source)
+
+
+def check_sections(cfg: Mapping[str, Any], source: str, overridden: Iterable[str] = ()) -> None:
+    """Each section of a profile (all but ``profile`` and ``seed``) is a mapping or empty: ``retrievers: [1]`` is one
+    line naming it, not an ``AttributeError`` where the section is read.
+
+    >>> check_sections({"agent": 5}, "p.yaml")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: p.yaml: agent: must be a mapping of settings, got int
+    """
+    for name in PROFILE_SECTIONS[2:]:
+        value = cfg.get(name)
+        if value is not None and not isinstance(value, Mapping):
+            where_ = f"--set {name}" if name in set(overridden) else f"{source}: {name}"
+            raise ConfigError(f"{where_}: must be a mapping of settings, got {type(value).__name__}")
 
 
 def _set_dotted(cfg: dict, dotted: str, value: Any, source: str) -> None:
@@ -579,6 +596,7 @@ def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
     cfg.setdefault("profile", path.stem)
     cfg.setdefault("seed", 0)
     cfg["_source"] = str(path)
+    check_sections(cfg, str(path), overrides or ())  # a --set that replaced a section by a value
     check_values(cfg, CHEAP_SECTIONS, overrides or ())  # wrong types and ranges fail here, before any work
     return cfg
 
