@@ -348,6 +348,8 @@ def check_values(cfg: Mapping[str, Any], sections: Iterable[str] | None = None,
         node = cfg
         for key in dotted.split("."):
             node = node.get(key) if isinstance(node, Mapping) else None
+        if node is not None and not isinstance(node, Mapping):  # --set downstream.verify=abc
+            raise ConfigError(f"{source(dotted)}: must be a mapping of settings, got {type(node).__name__}")
         if not isinstance(node, Mapping) or (dotted == "train" and set(node) <= {"config"}):
             continue  # nothing to check; and TRL is not imported for a train section that only names its YAML
         for spec in SECTION_SCHEMAS.get(dotted, ()):

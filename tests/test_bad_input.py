@@ -142,6 +142,8 @@ CASES = [
     Case("--set replaces a section by a value", ["downstream", "--tasks", "mined", "--candidates", "none", "--out",
                                                  f"{T}/d.jsonl", "--set", "downstream=5"],
          ["--set downstream", "mapping"]),
+    Case("--set replaces a subsection by a value", ["verify", "--tasks", "x", "--set", "downstream.verify=abc"],
+         ["--set downstream.verify", "mapping"]),
     Case("reproduce --set not KEY=VALUE", ["reproduce", "--profile", "ci", "--only", "01", "--set", "seed"],
          ["seed", "KEY=VALUE"]),
     Case("reproduce --only nosuch", ["reproduce", "--profile", "ci", "--only", "99"], ["99"]),
