@@ -228,6 +228,8 @@ CASES = [
          {"t.jsonl": jl(GOOD)}, ["outdir"]),
     Case("mine --format nosuch", ["mine", "--format", "nosuch", "--out", f"{T}/m.jsonl", f"{T}/t.jsonl"],
          ["--format", "nosuch"], {"t.jsonl": jl(GOOD)}),
+    Case("mine a Hugging Face dataset id offline", ["mine", "--workers", "2", "--out", f"{T}/m.jsonl", "nosuch/dataset"],
+         ["'nosuch/dataset'", "offline"]),
     Case("tool CALLS not JSON", ["tool", "--dir", T, "notjson"], ["CALLS", "JSON"]),
     Case("tool CALLS a list of ints", ["tool", "--dir", T, "[1, 2]"], ["CALLS"]),
     Case("tool --repo missing", ["tool", "--repo", f"{T}/nosuch", '{"name": "grep", "arguments": {"pattern": "x"}}'],

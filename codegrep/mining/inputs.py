@@ -83,6 +83,7 @@ def expand_inputs(inputs: list[str | os.PathLike]) -> list[str]:
         elif path.is_file():
             out.append(str(path))
         elif _HF_ID.match(item) and not item.startswith((".", "/")):
+            _refuse_offline(item)  # here, not in the pool's feeder thread, where it would read as a bug
             out.append("hf://" + item)
         else:
             raise FileNotFoundError(f"mining input not found: {item} (a file, a directory, 'embedded', 'shipped', "
@@ -155,10 +156,14 @@ def read_json(path: str | Path) -> Any:
     return loads(read_bytes(path))
 
 
-def _hf_rows(dataset_id: str) -> Iterator[dict[str, Any]]:
+def _refuse_offline(dataset_id: str) -> None:
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
         raise RuntimeError(f"cannot stream Hugging Face dataset {dataset_id!r}: offline (HF_HUB_OFFLINE=1); "
                            f"download it first and pass the local .parquet/.jsonl files")
+
+
+def _hf_rows(dataset_id: str) -> Iterator[dict[str, Any]]:
+    _refuse_offline(dataset_id)
     try:
         import datasets
 
