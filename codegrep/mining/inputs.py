@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
+from codegrep.errors import UserError
 from codegrep.files import MAX_JSON_DEPTH
 
 EMBEDDED = "embedded"
@@ -235,11 +236,17 @@ def iter_units(files: list[str]) -> Iterator[Unit]:
             yield from _batched(f, _hf_rows(f[5:]), "rows")
         elif f.endswith(".jsonl"):
             yield from _span_units(f)
-        elif base.endswith(".jsonl"):
-            with open_text(f) as fh:
-                yield from _batched(f, (line for line in fh), "lines")
-        else:
-            yield from _batched(f, _parquet_rows(f), "rows")
+        else:  # read here (in the pool's feeder thread): a file that cannot be read is one UserError naming it
+            try:
+                if base.endswith(".jsonl"):
+                    with open_text(f) as fh:
+                        yield from _batched(f, (line for line in fh), "lines")
+                else:
+                    yield from _batched(f, _parquet_rows(f), "rows")
+            except UserError:
+                raise
+            except (OSError, EOFError, ValueError) as exc:  # not gzip, not UTF-8, not parquet (ArrowInvalid)
+                raise UserError(f"{f}: cannot read it ({type(exc).__name__}: {exc})") from None
     if batch:
         yield ("files", batch)
 
