@@ -76,6 +76,8 @@ def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | No
         from codegrep.downstream.openhands import results_from_output
 
         results = results_from_output(src, report)
+        if not results:  # not an empty result that replaces an earlier --out
+            raise UserError(f"--from-output {src}: no results in it (an OpenHands output.jsonl)")
     if candidates is not None:
         for r in results:
             r.candidate_files = candidates.get(r.instance_id, [])
