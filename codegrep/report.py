@@ -197,8 +197,16 @@ def _fmt(fmt: str, value: Any) -> str:
 
 
 def read_headlines(artifacts: Path) -> dict[str, dict[str, Any]]:
-    """Every headline record of a run, by notebook."""
-    return {p.stem: read_json_object(p) for p in sorted((Path(artifacts) / "headlines").glob("*.json"))}
+    """Every headline record of a run, by notebook; its ``numbers``, ``reasons`` and ``sources`` are objects (a
+    hand-edited ``"numbers": [1]`` is one line naming the file, not an ``AttributeError`` where it is read)."""
+    heads = {}
+    for p in sorted((Path(artifacts) / "headlines").glob("*.json")):
+        head = read_json_object(p)
+        for key in ("numbers", "reasons", "sources"):
+            if head.get(key) is not None and not isinstance(head[key], dict):
+                raise UserError(f"{p}: {key!r} must be a JSON object, got {type(head[key]).__name__}")
+        heads[p.stem] = head
+    return heads
 
 
 def _reason(head: dict[str, Any] | None, key: str, notebook: str, run: dict[str, Any]) -> str:
