@@ -320,6 +320,11 @@ CASES = [
                                                      "--set", "train.num_generations=0", "--set",
                                                      "notebooks.03_training.ceiling_tasks=-1"],
          ["--set train.num_generations", ">= 2"]),  # (the old code stopped at the notebook parameter, after it)
+    Case("train --name .. (OUT/NAME is removed before a fresh run)", ["train", "--config", "ci", "--out", f"{T}/runs",
+                                                                      "--name", "..", "--set", f"model={T}/nope"],
+         ["--name '..'", "run name"], {"keep.txt": "keep\n"}),
+    Case("train --name .", ["train", "--config", "ci", "--out", f"{T}/runs", "--name", ".", "--set", f"model={T}/nope"],
+         ["--name '.'", "run name"], {"runs/other-run/done.json": "{}"}),
     # --result under a file: where the old code let --out or --first-seed through, it stops there, before training
     Case("ablation study --out is a file", ["ablation", "study", "--config", "ci", "--seeds", "1", "--out", f"{T}/f.txt",
                                             "--result", f"{T}/f.txt/r.json"], ["--out", "f.txt", "is a file"],
