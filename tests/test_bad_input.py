@@ -43,6 +43,12 @@ class Case:
 
 
 T = "{tmp}"
+RUN = {"r/final/config.json": "{}", "r/versions.json": "{}", "r/metrics.jsonl": "", "r/config.json": json.dumps({
+    "codegrep": {"sft_sources": ["synthetic"], "warm_start": True, "model": "smollm2", "profile": "ci",
+                 "efficiency_layer": "advantage", "efficiency_lambda": 0.1, "efficiency_weights": [0.5, 0, 0.5],
+                 "fbeta": 0.5, "format_weight": 0.2},
+    "grpo": {"num_generations": 2, "beta": 0.0, "learning_rate": 1e-6}, "initial_policy": "warm", "n_train_tasks": 2})}
+"""A finished training run as ``codegrep export`` reads it (no weights: ``final/`` only needs its config.json)."""
 CI_TRAIN_YAML = (Path(__file__).resolve().parent.parent / "configs" / "train" / "ci.yaml").read_text()
 CASES = [
     # ---- task files (codegrep.data.tasks): wrong shapes, silent results, encodings
@@ -257,6 +263,13 @@ CASES = [
                                                              f"{T}/res"], ["per_instance.json", "GRPO", "'high'"],
          {"res/ci/per_instance.json": '{"p_at_1": {"x/GRPO": {"a": "high"}, "x/warm_start": {"a": 1.0}}}'}),
     Case("export a run that does not exist", ["export", f"{T}/nosuch"], ["nosuch"]),
+    Case("export --out a directory of the user's", ["export", f"{T}/r", "--out", f"{T}/keep"],
+         ["--out", "keep", "not an earlier export"], {**RUN, "keep/notes.txt": "keep\n"}),
+    Case("export --out the directory holding the run", ["export", f"{T}/r", "--out", T], ["--out", "holds the run"],
+         RUN),
+    Case("export keeps an earlier export when the run record is damaged", ["export", f"{T}/r"],
+         ["r/config.json:1", "invalid JSON"], {**RUN, "r/config.json": "{bad", "r/export/README.md": "# card\n",
+                                               "r/export/config.json": "{}"}),
     Case("tasks default --out is a file", ["tasks", "default", "--out", f"{T}/f.txt"], ["f.txt"], {"f.txt": "keep\n"}),
     Case("tool --timeout -1", ["tool", "--dir", T, "--timeout", "-1", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
