@@ -338,6 +338,10 @@ CASES = [
          ["--name '..'", "run name"], {"keep.txt": "keep\n"}),
     Case("train --name .", ["train", "--config", "ci", "--out", f"{T}/runs", "--name", ".", "--set", f"model={T}/nope"],
          ["--name '.'", "run name"], {"runs/other-run/done.json": "{}"}),
+    Case("reproduce --set train.config missing", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                  "--set", f"train.config={T}/nope.yaml", "--set",
+                                                  "notebooks.03_training.ceiling_tasks=-1"],
+         [f"{T}/nope.yaml", "not found"]),  # (the old code stopped at the notebook parameter, then notebook 03 failed)
     # --result under a file: where the old code let --out or --first-seed through, it stops there, before training
     Case("ablation study --out is a file", ["ablation", "study", "--config", "ci", "--seeds", "1", "--out", f"{T}/f.txt",
                                             "--result", f"{T}/f.txt/r.json"], ["--out", "f.txt", "is a file"],
