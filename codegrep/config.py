@@ -313,6 +313,11 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     "agent.rank_files": (int, ">= 0"), "agent.max_call_tokens": (int | None, ">= 1"), "agent.min_greps": (int, ">= 0"),
     "agent.draft_tokens": (int, ">= 0"), "agent.prefix_cache_mb": (int | None, ">= 0"),
     "agent.cpu_threads": (int | None, ">= 1"),
+    # TRL GRPOConfig fields its __post_init__ divides by (0 is a ZeroDivisionError there) or that leave no batch;
+    # codegrep.rl.training_run checks the same ranges in a train YAML and `codegrep train --set`
+    "train.num_generations": (int, ">= 2"), "train.per_device_train_batch_size": (int, ">= 1"),
+    "train.gradient_accumulation_steps": (int, ">= 1"), "train.steps_per_generation": (int | None, ">= 1"),
+    "train.generation_batch_size": (int | None, ">= 1"),
 }
 KEY_RULES.update({f"tasks.splits.{split}.{key}": KEY_RULES[f"tasks.{key}"]  # a split's overrides: the same rules
                   for split in ("train", "eval") for key in ("limit", "seed", "offline", "on_error")})
@@ -344,6 +349,8 @@ def check_values(cfg: Mapping[str, Any], sections: Iterable[str] | None = None,
         node = cfg
         for key in dotted.split("."):
             node = node.get(key) if isinstance(node, Mapping) else None
+        if node is not None and not isinstance(node, Mapping):  # --set downstream.verify=abc
+            raise ConfigError(f"{source(dotted)}: must be a mapping of settings, got {type(node).__name__}")
         if not isinstance(node, Mapping) or (dotted == "train" and set(node) <= {"config"}):
             continue  # nothing to check; and TRL is not imported for a train section that only names its YAML
         for spec in SECTION_SCHEMAS.get(dotted, ()):
@@ -531,6 +538,23 @@ def check_override_key(cfg: Mapping[str, Any], dotted: str, source: str = "--set
 def validate_profile(cfg: Mapping[str, Any], source: str) -> None:
     """Top-level keys of a profile must be known sections."""
     check_keys({k: v for k, v in cfg.items() if not str(k).startswith("_")}, PROFILE_SECTIONS, source)
+    check_sections(cfg, source)
+
+
+def check_sections(cfg: Mapping[str, Any], source: str, overridden: Iterable[str] = ()) -> None:
+    """Each section of a profile (all but ``profile`` and ``seed``) is a mapping or empty: ``retrievers: [1]`` is one
+    line naming it, not an ``AttributeError`` where the section is read.
+
+    >>> check_sections({"agent": 5}, "p.yaml")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: p.yaml: agent: must be a mapping of settings, got int
+    """
+    for name in PROFILE_SECTIONS[2:]:
+        value = cfg.get(name)
+        if value is not None and not isinstance(value, Mapping):
+            where_ = f"--set {name}" if name in set(overridden) else f"{source}: {name}"
+            raise ConfigError(f"{where_}: must be a mapping of settings, got {type(value).__name__}")
 
 
 def _set_dotted(cfg: dict, dotted: str, value: Any, source: str) -> None:
@@ -575,6 +599,7 @@ def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
     cfg.setdefault("profile", path.stem)
     cfg.setdefault("seed", 0)
     cfg["_source"] = str(path)
+    check_sections(cfg, str(path), overrides or ())  # a --set that replaced a section by a value
     check_values(cfg, CHEAP_SECTIONS, overrides or ())  # wrong types and ranges fail here, before any work
     return cfg
 

@@ -260,6 +260,10 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     check_profile(cfg, overridden)  # a wrong --set value is named as the --set it came from
     check_keys(cfg.get("notebooks"), NOTEBOOKS, where(cfg, "notebooks"))
     selected = select_notebooks(only)
+    if {"03_training", "04_ablation"} & set(selected):  # their train YAML (train.config) exists, before any notebook
+        from codegrep.rl.training_run import profile_train_yaml
+
+        profile_train_yaml(cfg)
     for name in selected:  # every notebook's parameters are checked before the first one runs
         if (notebooks_dir / f"{name}.ipynb").is_file():
             notebook_params(cfg, name, notebooks_dir / f"{name}.ipynb", overridden)

@@ -101,13 +101,17 @@ def replicate_pairs(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = PAI
     >>> out["pooled"]["GRPO vs warm_start"]["won"], out["pooled"]["GRPO vs warm_start"]["lost"]
     (0, 3)
     """
+    from codegrep.errors import UserError
     from codegrep.files import read_json_object
 
     runs, seen, pooled = [], set(), {}
     for d in dirs:
-        doc = read_json_object(Path(d) / "per_instance.json")
+        path = Path(d) / "per_instance.json"
+        doc = read_json_object(path)
         tab = tables(doc)
-        _check_numbers(Path(d) / "per_instance.json", doc, tab)
+        _check_numbers(path, doc, tab)
+        if not tab:  # another file's shape is not a run without pairs (an empty table, exit 0)
+            raise UserError(f"{path}: no per-instance P@1 tables (a 'p_at_1' object of policy -> {{instance_id: P@1}})")
         row: dict[str, Any] = {"run": Path(d).name, "commit": str(doc.get("run_commit") or "")[:7]}
         for a, b in pairs:
             if a not in tab or b not in tab:

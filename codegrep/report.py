@@ -197,14 +197,14 @@ def _fmt(fmt: str, value: Any) -> str:
 
 
 def read_headlines(artifacts: Path) -> dict[str, dict[str, Any]]:
-    """Every headline record of a run, by notebook; its ``numbers`` and ``reasons``, when there, must be JSON
-    objects (a headline edited by hand or from another tool is one error naming the file, not a crash)."""
+    """Every headline record of a run, by notebook; its ``numbers``, ``reasons`` and ``sources`` are objects (a
+    hand-edited ``"numbers": [1]`` is one line naming the file, not an ``AttributeError`` where it is read)."""
     heads = {}
     for p in sorted((Path(artifacts) / "headlines").glob("*.json")):
         head = read_json_object(p)
-        for key in ("numbers", "reasons"):
+        for key in ("numbers", "reasons", "sources"):
             if head.get(key) is not None and not isinstance(head[key], dict):
-                raise UserError(f"{p}: field {key!r} must be a JSON object, got {type(head[key]).__name__}")
+                raise UserError(f"{p}: {key!r} must be a JSON object, got {type(head[key]).__name__}")
         heads[p.stem] = head
     return heads
 
@@ -453,6 +453,8 @@ def update_readme(readme: Path, run_dir: Path | None = None, check: bool = False
     if run_dir is None:
         raise UserError(f"--readme: no committed run under {RESULTS_DIR}/<{'|'.join(COMMITTED_PROFILES)}>/run.json "
                         "(save one with `codegrep report --artifacts DIR --save-results`)")
+    read_json_object(run_dir / "run.json")  # a corrupt run record or headline is one line naming it (file:line),
+    read_headlines(run_dir)  # not a table of "not measured" that replaces a good one
     text = readme.read_text()
     if text.count(README_BEGIN) != 1 or text.count(README_END) != 1:
         raise UserError(f"{readme}: needs exactly one pair of markers {README_BEGIN!r} ... {README_END!r}")

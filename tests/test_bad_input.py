@@ -17,6 +17,7 @@ import pytest
 
 from codegrep import cli
 from codegrep.errors import UserError, user_message
+from codegrep.report import README_BEGIN, README_END
 
 GOOD = {"instance_id": "o__n-1", "repo": "o/n", "base_commit": "a" * 40, "problem_statement": "x",
         "gold_files": ["a.py"]}
@@ -42,6 +43,12 @@ class Case:
 
 
 T = "{tmp}"
+RUN = {"r/final/config.json": "{}", "r/versions.json": "{}", "r/metrics.jsonl": "", "r/config.json": json.dumps({
+    "codegrep": {"sft_sources": ["synthetic"], "warm_start": True, "model": "smollm2", "profile": "ci",
+                 "efficiency_layer": "advantage", "efficiency_lambda": 0.1, "efficiency_weights": [0.5, 0, 0.5],
+                 "fbeta": 0.5, "format_weight": 0.2},
+    "grpo": {"num_generations": 2, "beta": 0.0, "learning_rate": 1e-6}, "initial_policy": "warm", "n_train_tasks": 2})}
+"""A finished training run as ``codegrep export`` reads it (no weights: ``final/`` only needs its config.json)."""
 CI_TRAIN_YAML = (Path(__file__).resolve().parent.parent / "configs" / "train" / "ci.yaml").read_text()
 CASES = [
     # ---- task files (codegrep.data.tasks): wrong shapes, silent results, encodings
@@ -135,6 +142,14 @@ CASES = [
     Case("profile YAML not UTF-8", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
                                     f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "UTF-8"],
          {"t.jsonl": jl(GOOD), "p.yaml": b"seed: \xff\n"}),
+    Case("profile section not a mapping", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
+                                           f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "retrievers", "mapping"],
+         {"t.jsonl": jl(GOOD), "p.yaml": "retrievers: [1]\n"}),
+    Case("--set replaces a section by a value", ["downstream", "--tasks", "mined", "--candidates", "none", "--out",
+                                                 f"{T}/d.jsonl", "--set", "downstream=5"],
+         ["--set downstream", "mapping"]),
+    Case("--set replaces a subsection by a value", ["verify", "--tasks", "x", "--set", "downstream.verify=abc"],
+         ["--set downstream.verify", "mapping"]),
     Case("reproduce --set not KEY=VALUE", ["reproduce", "--profile", "ci", "--only", "01", "--set", "seed"],
          ["seed", "KEY=VALUE"]),
     Case("reproduce --only nosuch", ["reproduce", "--profile", "ci", "--only", "99"], ["99"]),
@@ -203,6 +218,9 @@ CASES = [
                                              f"{T}/nope.jsonl", "--out", f"{T}/d.jsonl"], ["nope.jsonl"],
          {"t.jsonl": jl(GOOD)}),
     Case("bench retrieve --files -1", ["bench", "retrieve", "--files", "-1", "--tasks", "none"], ["--files"]),
+    Case("bench retrieve --model-ref missing", ["bench", "retrieve", "--model-ref", f"{T}/nope", "--tasks", "none",
+                                                "--files", "10", "--queries", "1", "--episodes", "1"],
+         [f"{T}/nope", "no such directory"]),
     Case("bench env --concurrency 0", ["bench", "env", "--concurrency", "0"], ["--concurrency", "'0'"]),
     Case("bench env --modes unknown", ["bench", "env", "--modes", "objects,nope"], ["--modes", "nope"]),
     Case("bench train min above max", ["bench", "train", "--sft-min-tokens", "900", "--sft-max-tokens", "100"],
@@ -219,6 +237,12 @@ CASES = [
          {"t.jsonl": jl(GOOD)}, ["outdir"]),
     Case("mine --format nosuch", ["mine", "--format", "nosuch", "--out", f"{T}/m.jsonl", f"{T}/t.jsonl"],
          ["--format", "nosuch"], {"t.jsonl": jl(GOOD)}),
+    Case("mine a Hugging Face dataset id offline", ["mine", "--workers", "2", "--out", f"{T}/m.jsonl", "nosuch/dataset"],
+         ["'nosuch/dataset'", "offline"]),
+    Case("mine a .jsonl.gz that is not gzip", ["mine", "--workers", "2", "--out", f"{T}/m.jsonl", f"{T}/t.jsonl.gz"],
+         ["t.jsonl.gz", "gzip"], {"t.jsonl.gz": "not gzip\n"}),
+    Case("mine a corrupt .parquet", ["mine", "--workers", "1", "--out", f"{T}/m.jsonl", f"{T}/t.parquet"],
+         ["t.parquet", "parquet"], {"t.parquet": "garbage"}),
     Case("tool CALLS not JSON", ["tool", "--dir", T, "notjson"], ["CALLS", "JSON"]),
     Case("tool CALLS a list of ints", ["tool", "--dir", T, "[1, 2]"], ["CALLS"]),
     Case("tool --repo missing", ["tool", "--repo", f"{T}/nosuch", '{"name": "grep", "arguments": {"pattern": "x"}}'],
@@ -242,7 +266,23 @@ CASES = [
     Case("report --replicates with p_at_1 a list", ["report", "--replicates", f"{T}/o.json", "--results", f"{T}/r"],
          [f"{T}/r/smoke/per_instance.json", "'p_at_1'", "list"],
          {"r/smoke/per_instance.json": json.dumps({"p_at_1": [1, 2]})}),
+    Case("report --readme from a corrupt committed run.json", ["report", "--readme", f"{T}/README.md", "--results",
+                                                               f"{T}/res"], [f"{T}/res/run.json:1", "invalid JSON"],
+         {"README.md": f"x\n{README_BEGIN}\nthe good table\n{README_END}\n", "res/run.json": "{bad"}),
+    Case("report --replicates: per_instance.json without P@1 tables", ["report", "--replicates", f"{T}/rep.json",
+                                                                       "--results", f"{T}/res"],
+         [f"{T}/res/ci/per_instance.json", "P@1"], {"res/ci/per_instance.json": '{"a": {"b": 1}}'}),
+    Case("report --replicates: a P@1 that is not a number", ["report", "--replicates", f"{T}/rep.json", "--results",
+                                                             f"{T}/res"], ["per_instance.json", "GRPO", "'high'"],
+         {"res/ci/per_instance.json": '{"p_at_1": {"x/GRPO": {"a": "high"}, "x/warm_start": {"a": 1.0}}}'}),
     Case("export a run that does not exist", ["export", f"{T}/nosuch"], ["nosuch"]),
+    Case("export --out a directory of the user's", ["export", f"{T}/r", "--out", f"{T}/keep"],
+         ["--out", "keep", "not an earlier export"], {**RUN, "keep/notes.txt": "keep\n"}),
+    Case("export --out the directory holding the run", ["export", f"{T}/r", "--out", T], ["--out", "holds the run"],
+         RUN),
+    Case("export keeps an earlier export when the run record is damaged", ["export", f"{T}/r"],
+         ["r/config.json:1", "invalid JSON"], {**RUN, "r/config.json": "{bad", "r/export/README.md": "# card\n",
+                                               "r/export/config.json": "{}"}),
     Case("tasks default --out is a file", ["tasks", "default", "--out", f"{T}/f.txt"], ["f.txt"], {"f.txt": "keep\n"}),
     Case("tool --timeout -1", ["tool", "--dir", T, "--timeout", "-1", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
@@ -253,6 +293,79 @@ CASES = [
                                                                    "--bogus 1", "'codegrep bench policies --help'"]),
     Case("tool --timeout nan", ["tool", "--dir", T, "--timeout", "nan", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--timeout"]),
+    # ---- audit of the sub-commands (bad-input sweep): tracebacks, silent results, late or misleading refusals
+    Case("tasks stats --split no task has", ["tasks", "stats", "--split", "nosuch", f"{T}/t.jsonl"],
+         ["t.jsonl", "'nosuch'", "train"], {"t.jsonl": jl({**GOOD, "split": "train"})}),
+    Case("tool CALLS an empty list", ["tool", "--dir", T, "[]"], ["CALLS", "empty"]),
+    Case("tool --repo not a git repository", ["tool", "--repo", T, '{"name": "read", "arguments": {"path": "a.py"}}'],
+         ["--repo", T, "not a git repository"], {"a.py": "x = 1\n"}),
+    Case("downstream --candidates row not an object", ["downstream", "--tasks", f"{T}/t.jsonl", "--candidates",
+                                                       f"{T}/c.jsonl", "--out", f"{T}/d.jsonl"],
+         ["c.jsonl:1", "JSON object"], {"t.jsonl": jl(GOOD), "c.jsonl": "5\n"}),
+    Case("downstream --candidates not UTF-8", ["downstream", "--tasks", f"{T}/t.jsonl", "--candidates", f"{T}/c.jsonl",
+                                               "--out", f"{T}/d.jsonl"], ["c.jsonl", "UTF-8"],
+         {"t.jsonl": jl(GOOD), "c.jsonl": b'{"instance_id": "caf\xe9", "files": []}\n'}),
+    Case("downstream --compare not a results file", ["downstream", "--tasks", "mined", "--candidates", "none", "--out",
+                                                     f"{T}/d.jsonl", "--compare", f"{T}/c.jsonl"],
+         ["c.jsonl:1", "downstream result"], {"c.jsonl": jl({"a": 1})}),
+    Case("downstream --out is the --candidates file", ["downstream", "--tasks", "mined", "--candidates", f"{T}/c.jsonl",
+                                                       "--out", f"{T}/c.jsonl"], ["--out", "c.jsonl", "--candidates"],
+         {"c.jsonl": jl({"instance_id": "o__n-1", "files": ["a.py"]})}),
+    Case("downstream --from-output trajectory not JSON", ["downstream", "--tasks", f"{T}/t.jsonl", "--agent",
+                                                          "mini-swe-agent", "--candidates", "none", "--out",
+                                                          f"{T}/d.jsonl", "--from-output", f"{T}/runs"],
+         ["runs/x.traj.json:1", "invalid JSON"], {"t.jsonl": jl(GOOD), "runs/x.traj.json": "{bad"}),
+    Case("downstream --from-output without trajectories keeps an earlier --out",
+         ["downstream", "--tasks", f"{T}/t.jsonl", "--agent", "mini-swe-agent", "--candidates", "none", "--out",
+          f"{T}/d.jsonl", "--from-output", f"{T}/runs"], ["--from-output", "runs", "traj.json"],
+         {"t.jsonl": jl(GOOD), "d.jsonl": jl({"instance_id": "o__n-1"})}, ["runs"]),
+    Case("downstream --report not a JSON object", ["downstream", "--tasks", f"{T}/t.jsonl", "--agent", "openhands",
+                                                   "--candidates", "none", "--out", f"{T}/d.jsonl", "--from-output",
+                                                   f"{T}/o.jsonl", "--report", f"{T}/rep.json"],
+         ["rep.json", "JSON object"], {"t.jsonl": jl(GOOD), "o.jsonl": "", "rep.json": "[1, 2]"}),
+    Case("downstream --from-output empty OpenHands output keeps an earlier --out",
+         ["downstream", "--tasks", f"{T}/t.jsonl", "--agent", "openhands", "--candidates", "none", "--out",
+          f"{T}/d.jsonl", "--from-output", f"{T}/o.jsonl"], ["--from-output", "o.jsonl", "no results"],
+         {"t.jsonl": jl(GOOD), "o.jsonl": "", "d.jsonl": jl({"instance_id": "o__n-1"})}),
+    Case("verify --patch not UTF-8", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", f"{T}/p.diff"],
+         ["--patch", "p.diff", "UTF-8"],
+         {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"}), "p.diff": b"\xff\n"}),
+    Case("verify --out is the --tasks file", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", "none",
+                                              "--out", f"{T}/t.jsonl"], ["--out", "t.jsonl", "--tasks"],
+         {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"})}),
+    Case("verify --out is a directory", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", "none", "--out",
+                                         f"{T}/outdir"], ["--out", "outdir"],
+         {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"})}, ["outdir"]),
+    # --set model=<missing>: a range the old code let through ends at the model check, never in training
+    Case("train --set num_generations=0", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "num_generations=0",
+                                           "--set", f"model={T}/nope"], ["--set num_generations", ">= 2"]),
+    Case("train --set per_device_train_batch_size=0", ["train", "--config", "ci", "--out", f"{T}/runs", "--set",
+                                                       "per_device_train_batch_size=0", "--set", f"model={T}/nope"],
+         ["--set per_device_train_batch_size", ">= 1"]),
+    Case("reproduce --set train.num_generations=0", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                     "--set", "train.num_generations=0", "--set",
+                                                     "notebooks.03_training.ceiling_tasks=-1"],
+         ["--set train.num_generations", ">= 2"]),  # (the old code stopped at the notebook parameter, after it)
+    Case("train --name .. (OUT/NAME is removed before a fresh run)", ["train", "--config", "ci", "--out", f"{T}/runs",
+                                                                      "--name", "..", "--set", f"model={T}/nope"],
+         ["--name '..'", "run name"], {"keep.txt": "keep\n"}),
+    Case("train --name .", ["train", "--config", "ci", "--out", f"{T}/runs", "--name", ".", "--set", f"model={T}/nope"],
+         ["--name '.'", "run name"], {"runs/other-run/done.json": "{}"}),
+    Case("reproduce --set train.config missing", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                  "--set", f"train.config={T}/nope.yaml", "--set",
+                                                  "notebooks.03_training.ceiling_tasks=-1"],
+         [f"{T}/nope.yaml", "not found"]),  # (the old code stopped at the notebook parameter, then notebook 03 failed)
+    # --result under a file: where the old code let --out or --first-seed through, it stops there, before training
+    Case("ablation study --out is a file", ["ablation", "study", "--config", "ci", "--seeds", "1", "--out", f"{T}/f.txt",
+                                            "--result", f"{T}/f.txt/r.json"], ["--out", "f.txt", "is a file"],
+         {"f.txt": "keep\n"}),
+    Case("ablation study --first-seed not below --seeds", ["ablation", "study", "--config", "ci", "--seeds", "1",
+                                                           "--first-seed", "3", "--out", f"{T}/st", "--result",
+                                                           f"{T}/f.txt/r.json"], ["--first-seed 3", "--seeds 1"],
+         {"f.txt": "keep\n"}),
+    Case("bench mcp --files 0", ["bench", "mcp", "--files", "0"], ["--files", "'0'"]),
+    Case("bench mcp --out under a file", ["bench", "mcp", "--files", "10", "--queries", "1", "--out",
+                                          f"{T}/f.txt/r.json"], ["--out", "f.txt"], {"f.txt": "keep\n"}),
 ]
 
 
@@ -372,6 +485,17 @@ def test_retrieve_in_a_bare_repository_without_commit_says_so(tmp_path, capsys):
     assert "bare git repository" in err and "--commit" in err, err
     rc, out, err = run_cli([*argv[:3], "--commit", "HEAD", *argv[3:]], capsys)
     assert rc == 0 and out.split() == ["pkg/parser.py"], (out, err)
+
+
+def test_tool_names_a_commit_that_is_not_there(tmp_path, capsys):
+    """``tool --commit`` that the repository lacks is one line naming ``--commit``, not git's command line."""
+    from conftest import commit_all
+
+    commit_all(tmp_path / "r", {"a.py": "x = 1\n"})
+    rc, out, err = run_cli(["tool", "--repo", str(tmp_path / "r"), "--commit", "nosuch",
+                            '{"name": "read", "arguments": {"path": "a.py"}}'], capsys)
+    assert rc == 2 and not out, err
+    assert err.strip() == f"codegrep tool: error: --commit nosuch: not a commit of the git repository {tmp_path / 'r'}"
 
 
 # ----------------------------------------------------------------------------- the other side: bugs

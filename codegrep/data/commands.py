@@ -16,9 +16,16 @@ def _default(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     from codegrep.data.stats import format_stats, task_stats
-    from codegrep.data.tasks import load_tasks
+    from codegrep.data.tasks import filter_tasks, load_tasks, task_split
+    from codegrep.errors import UserError
 
-    tasks = load_tasks(args.tasks, split=args.split, on_error="skip" if args.skip_bad else "raise")
+    tasks = load_tasks(args.tasks, on_error="skip" if args.skip_bad else "raise")
+    if args.split:
+        selected = filter_tasks(tasks, split=args.split)
+        if not selected:  # a mistyped split is not an empty result
+            splits = sorted({task_split(t) for t in tasks} - {None})
+            raise UserError(f"{args.tasks}: no tasks in split {args.split!r} (its splits: {', '.join(splits)})")
+        tasks = selected
     stats = task_stats(tasks)
     print(json.dumps(stats["summary"]) if args.json else format_stats(stats))
     return 0

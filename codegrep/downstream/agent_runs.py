@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from codegrep.downstream.agents import DownstreamResult
-from codegrep.files import atomic_write
+from codegrep.errors import UserError
+from codegrep.files import atomic_write, read_text
 from codegrep.metrics import bootstrap_ci, dedupe, paired_bootstrap_diff
 from codegrep.quiet import show_bar
 
@@ -26,17 +28,26 @@ def load_candidates(path: str | Path) -> dict[str, list[str]]:
     if not p.is_file():
         raise FileNotFoundError(f"candidates file not found: {p}")
     out = {}
-    for n, line in enumerate(p.read_text().splitlines(), start=1):
+    for n, row in _jsonl_objects(p, "candidates file"):
+        if "instance_id" not in row or not isinstance(row.get("files"), list):
+            raise ValueError(f"{p}:{n}: a candidates row needs 'instance_id' and a 'files' list")
+        out[row["instance_id"]] = dedupe(row["files"])
+    return out
+
+
+def _jsonl_objects(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of a JSONL file whose rows must be JSON objects; a row that is not is a ``UserError``
+    naming ``file:line`` (as is a file that is not UTF-8)."""
+    for n, line in enumerate(read_text(p, what).splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{p}:{n}: not JSON ({exc})") from exc
-        if "instance_id" not in row or not isinstance(row.get("files"), list):
-            raise ValueError(f"{p}:{n}: a candidates row needs 'instance_id' and a 'files' list")
-        out[row["instance_id"]] = dedupe(row["files"])
-    return out
+            raise UserError(f"{p}:{n}: not JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{p}:{n}: must be a JSON object, got {type(row).__name__}")
+        yield n, row
 
 
 def run_downstream(tasks: Sequence[Any], agent: Any, candidates: dict[str, list[str]] | None,
@@ -70,7 +81,16 @@ def read_results(path: str | Path) -> list[DownstreamResult]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"downstream results not found: {p}")
-    return [DownstreamResult.from_row(json.loads(x)) for x in p.read_text().splitlines() if x.strip()]
+    results = []
+    for n, row in _jsonl_objects(p, "downstream results"):
+        try:
+            results.append(DownstreamResult.from_row(row))
+        except TypeError:
+            missing = [f.name for f in fields(DownstreamResult) if f.default is MISSING
+                       and f.default_factory is MISSING and f.name not in row]
+            raise UserError(f"{p}:{n}: not a downstream result row (missing {missing}; "
+                            "a file `codegrep downstream --out` wrote)") from None
+    return results
 
 
 def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:

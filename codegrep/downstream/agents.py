@@ -8,11 +8,11 @@ harness report (``resolved_from_report``).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from codegrep.errors import UserError
 from codegrep.metrics import dedupe
 
 HINT_HEADER = "<candidate_files>"
@@ -145,14 +145,16 @@ def resolved_from_report(report: dict[str, Any], instance_id: str) -> bool | Non
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
-    """Read a harness report JSON (raises FileNotFoundError / ValueError naming the file)."""
+    """Read a harness report JSON (missing, not UTF-8, not JSON or not an object: a ``UserError`` naming the file)."""
+    from codegrep.files import read_json
+
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"swebench report not found: {p}")
-    try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{p}: not JSON ({exc})") from exc
+    report = read_json(p, "swebench report")
+    if not isinstance(report, dict):
+        raise UserError(f"{p}: a swebench report is a JSON object, got {type(report).__name__}")
+    return report
 
 
 def config_from_section(section: dict[str, Any], key: str, config_cls: type, endpoint_field: str,

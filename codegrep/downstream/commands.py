@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.argtypes import positive_int
-from codegrep.files import write_atomic
+from codegrep.errors import UserError
+from codegrep.files import output_file, read_json, refuse_overwriting_inputs, write_atomic
 
 
 def register(subparsers: Any) -> None:
@@ -63,12 +64,20 @@ def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | No
     if src.is_dir():
         from codegrep.downstream.mini_swe_agent import result_from_trajectory
 
-        results = [result_from_trajectory(json.loads(f.read_text()), report, path=str(f))
-                   for f in sorted(src.rglob("*.traj.json"))]
+        files = sorted(src.rglob("*.traj.json"))
+        if not files:  # not an empty result that replaces an earlier --out
+            raise UserError(f"--from-output {src}: no *.traj.json file under it (a mini-swe-agent output directory)")
+        results = [result_from_trajectory(read_json(f, "trajectory"), report, path=str(f))  # bad JSON: file:line
+                   for f in files]
+        for f, r in zip(files, results):
+            if not r.instance_id:
+                raise UserError(f"{f}: no instance_id (not a mini-swe-agent trajectory)")
     else:
         from codegrep.downstream.openhands import results_from_output
 
         results = results_from_output(src, report)
+        if not results:  # not an empty result that replaces an earlier --out
+            raise UserError(f"--from-output {src}: no results in it (an OpenHands output.jsonl)")
     if candidates is not None:
         for r in results:
             r.candidate_files = candidates.get(r.instance_id, [])
@@ -80,6 +89,9 @@ def cmd_downstream(args: argparse.Namespace) -> int:
     from codegrep.downstream.factory import make_agent
     from codegrep.downstream.agent_runs import load_candidates, paired_compare, read_results, run_downstream, summarize
 
+    refuse_overwriting_inputs({"--out": args.out}, {"--tasks": args.tasks, "--candidates": args.candidates,
+                                                    "--compare": args.compare, "--from-output": args.from_output,
+                                                    "--report": args.report, "--profile": args.profile})
     cfg = load_profile(args.profile, args.set)
     check_profile(cfg, parse_overrides(args.set or []))  # every --set value, used by this run or not, before work
     ds = section(cfg, "downstream")
@@ -89,6 +101,7 @@ def cmd_downstream(args: argparse.Namespace) -> int:
         raise ValueError("--candidates is required (a retriever results JSONL, or 'none') unless --hint-precision "
                          "is given")
     candidates = None if args.candidates.lower() == "none" else load_candidates(args.candidates)
+    compared = read_results(args.compare) if args.compare else None  # a bad --compare is refused before the run
     if args.from_output:
         results = _from_output(args, candidates)
         write_atomic(args.out, "".join(json.dumps(r.to_row()) + "\n" for r in results))
@@ -99,8 +112,8 @@ def cmd_downstream(args: argparse.Namespace) -> int:
         results = run_downstream(_tasks(args, cfg, agent), agent, candidates, args.out)
     summary: dict[str, Any] = {**summarize(results), "out": args.out,
                                "source": "model" if args.agent == "replay" and not args.from_output else "run"}
-    if args.compare:
-        summary["paired"] = paired_compare(read_results(args.compare), results, seed=int(cfg.get("seed", 0)))
+    if compared is not None:
+        summary["paired"] = paired_compare(compared, results, seed=int(cfg.get("seed", 0)))
     print(json.dumps(summary, default=float))
     return 0
 
@@ -280,6 +293,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     vcfg = config_from_section(ds, "verify", VerifyConfig, "timeout", args.timeout)  # --timeout overrides
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.out:
+        refuse_overwriting_inputs({"--out": args.out}, {"--tasks": args.tasks, "--patch": args.patch,
+                                                        "--profile": args.profile})
+        output_file(args.out, "--out")  # before any test runs, not after
     if args.repos is None:
         from codegrep.data.shipped import snapshot_repos_dir
 

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from codegrep.data.gitcmd import detached_worktree, run as run_git
 from codegrep.data.tasks import Task
-from codegrep.files import write_atomic
+from codegrep.files import read_text, write_atomic
 
 RESOLVED_FULL = "RESOLVED_FULL"
 
@@ -241,7 +241,7 @@ def patch_text(task: Task, patch: str) -> str:
     p = Path(patch)
     if not p.is_file():
         raise FileNotFoundError(f"--patch: no such file {p} (use gold, none or a diff file)")
-    return p.read_text()
+    return read_text(p, "--patch")
 
 
 def _apply(worktree: Path, diff: str, what: str) -> str | None:

@@ -18,6 +18,9 @@ def _parse_calls(text: str) -> list:
         raise ValueError(f"CALLS is not valid JSON ({exc}); e.g. '{{\"name\": \"grep\", \"arguments\": "
                          f"{{\"pattern\": \"def main\"}}}}'") from None
     items = data if isinstance(data, list) else [data]
+    if not items:
+        raise ValueError("CALLS is an empty list: give at least one call, e.g. '{\"name\": \"grep\", "
+                         "\"arguments\": {\"pattern\": \"def main\"}}'")
     calls = []
     for i, item in enumerate(items):
         if not isinstance(item, dict) or "name" not in item:
@@ -30,6 +33,13 @@ def _repo_and_commit(args: argparse.Namespace) -> tuple:
     from pathlib import Path
 
     if args.repo:
+        from codegrep.data.repos import has_commit
+
+        if not Path(args.repo).is_dir():
+            raise FileNotFoundError(f"--repo {args.repo}: not a directory")
+        if not has_commit(args.repo, args.commit or "HEAD"):  # one line naming the argument, not git's command line
+            raise ValueError(f"--commit {args.commit}: not a commit of the git repository {args.repo}" if args.commit
+                             else f"--repo {args.repo}: not a git repository with a commit (HEAD)")
         return Path(args.repo), args.commit or "HEAD"
     from codegrep.env.bench import default_bench_repo
 

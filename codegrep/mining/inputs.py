@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
+from codegrep.errors import UserError
 from codegrep.files import MAX_JSON_DEPTH
 
 EMBEDDED = "embedded"
@@ -83,6 +84,7 @@ def expand_inputs(inputs: list[str | os.PathLike]) -> list[str]:
         elif path.is_file():
             out.append(str(path))
         elif _HF_ID.match(item) and not item.startswith((".", "/")):
+            _refuse_offline(item)  # here, not in the pool's feeder thread, where it would read as a bug
             out.append("hf://" + item)
         else:
             raise FileNotFoundError(f"mining input not found: {item} (a file, a directory, 'embedded', 'shipped', "
@@ -155,10 +157,14 @@ def read_json(path: str | Path) -> Any:
     return loads(read_bytes(path))
 
 
-def _hf_rows(dataset_id: str) -> Iterator[dict[str, Any]]:
+def _refuse_offline(dataset_id: str) -> None:
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
         raise RuntimeError(f"cannot stream Hugging Face dataset {dataset_id!r}: offline (HF_HUB_OFFLINE=1); "
                            f"download it first and pass the local .parquet/.jsonl files")
+
+
+def _hf_rows(dataset_id: str) -> Iterator[dict[str, Any]]:
+    _refuse_offline(dataset_id)
     try:
         import datasets
 
@@ -230,11 +236,17 @@ def iter_units(files: list[str]) -> Iterator[Unit]:
             yield from _batched(f, _hf_rows(f[5:]), "rows")
         elif f.endswith(".jsonl"):
             yield from _span_units(f)
-        elif base.endswith(".jsonl"):
-            with open_text(f) as fh:
-                yield from _batched(f, (line for line in fh), "lines")
-        else:
-            yield from _batched(f, _parquet_rows(f), "rows")
+        else:  # read here (in the pool's feeder thread): a file that cannot be read is one UserError naming it
+            try:
+                if base.endswith(".jsonl"):
+                    with open_text(f) as fh:
+                        yield from _batched(f, (line for line in fh), "lines")
+                else:
+                    yield from _batched(f, _parquet_rows(f), "rows")
+            except UserError:
+                raise
+            except (OSError, EOFError, ValueError) as exc:  # not gzip, not UTF-8, not parquet (ArrowInvalid)
+                raise UserError(f"{f}: cannot read it ({type(exc).__name__}: {exc})") from None
     if batch:
         yield ("files", batch)
 

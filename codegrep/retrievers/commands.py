@@ -83,10 +83,13 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from codegrep.agent.models import SMOLLM2_ALIASES, is_hub_id, resolve_model
     from codegrep.retrievers.bench import run_bench
 
-    print(json.dumps(run_bench(n_files=args.files, queries=args.queries, episodes=args.episodes,
-                                model=None if args.model_ref == "none" else args.model_ref,
+    model = None if args.model_ref == "none" else args.model_ref
+    if model is not None and model.lower() not in SMOLLM2_ALIASES and not is_hub_id(model):
+        resolve_model(model)  # a mistyped model directory is one line before the benchmark, not a note in its JSON
+    print(json.dumps(run_bench(n_files=args.files, queries=args.queries, episodes=args.episodes, model=model,
                                 real_tasks=None if args.tasks == "none" else args.tasks, real_limit=args.limit)))
     return 0
 

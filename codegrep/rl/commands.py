@@ -36,11 +36,16 @@ def _study(args: argparse.Namespace) -> int:
     import shlex
     import sys
 
-    from codegrep.files import output_file
+    from codegrep.errors import UserError
+    from codegrep.files import output_dir, output_file
     from codegrep.rl.study import run_study
 
+    if args.first_seed >= args.seeds:  # seeds FIRST_SEED..N-1: none to train
+        raise UserError(f"--first-seed {args.first_seed}: must be below --seeds {args.seeds}, or no seed is "
+                        "trained (--resume reuses finished seeds)")
+    output_dir(args.out, "--out")  # before hours of training, not after
     if args.result:
-        output_file(args.result, "--result")  # before hours of training, not after
+        output_file(args.result, "--result")
 
     command = "codegrep " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["ablation"] else \
         f"codegrep ablation study --config {args.config} --seeds {args.seeds} --out {args.out}" + \

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.rl.trainer import read_metrics
-from codegrep.files import write_atomic
+from codegrep.errors import UserError
+from codegrep.files import output_dir, read_json_object, write_atomic
 
 CARD = """---
 library_name: transformers
@@ -52,29 +53,46 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     if not (final / "config.json").is_file():
         raise FileNotFoundError(f"{final} has no trained model: finish `codegrep train` for this run first "
                                 "(or set save_final_model: true)")
-    out = Path(out_dir) if out_dir else run_dir / "export"
-    if out.exists():
+    # everything read (and refused when missing or damaged) before an earlier export is replaced
+    config, versions = read_json_object(run_dir / "config.json"), read_json_object(run_dir / "versions.json")
+    if not (run_dir / "metrics.jsonl").is_file():
+        raise UserError(f"{run_dir / 'metrics.jsonl'}: not found (a run of `codegrep train` writes it)")
+    rows = read_metrics(run_dir)
+    try:
+        card = _card(run_dir, config, versions, rows)
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"{run_dir / 'config.json'}: not a run record of `codegrep train` (missing or wrong {exc})") \
+            from None
+    out = output_dir(Path(out_dir) if out_dir else run_dir / "export", "--out")
+    if out.exists():  # replaced whole below: only an earlier export, never the run or a directory of the user's
+        if run_dir.resolve() == out.resolve() or out.resolve() in run_dir.resolve().parents:
+            raise UserError(f"--out {out}: holds the run {run_dir}; give a new directory")
+        if any(out.iterdir()) and not ((out / "README.md").is_file() and (out / "config.json").is_file()):
+            raise UserError(f"--out {out}: exists and is not an earlier export (no README.md and config.json); "
+                            "give a new or empty directory")
         shutil.rmtree(out)
     shutil.copytree(final, out, ignore=shutil.ignore_patterns("training_args.bin"))
-    config = json.loads((run_dir / "config.json").read_text())
-    versions = json.loads((run_dir / "versions.json").read_text())
+    write_atomic(out / "README.md", card)
+    write_atomic(out / "training_config.json", json.dumps(config, indent=1))
+    shutil.copy(run_dir / "metrics.jsonl", out / "metrics.jsonl")
+    if (run_dir / "manifest.json").is_file():
+        shutil.copy(run_dir / "manifest.json", out / "manifest.json")
+    return out
+
+
+def _card(run_dir: Path, config: dict[str, Any], versions: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The model card (README.md) of an exported run."""
     cg, grpo = config["codegrep"], config["grpo"]
-    rows = read_metrics(run_dir)
     table, note = _card_metrics(rows)
     warm = ("supervised fine-tuning (TRL SFTTrainer, assistant tokens only) on " + ", ".join(cg["sft_sources"]) +
             " demonstrations (synthetic = oracle-guided scripted episodes, not model outputs; recorded = real "
             "mini-swe-agent runs converted to the tool protocol; evaluation instances excluded, see manifest.json)") \
         if cg["warm_start"] else "none"
-    write_atomic(out / "README.md", CARD.format(
+    return CARD.format(
         base=cg["model"], name=run_dir.name, trl=versions.get("trl"), initial=config["initial_policy"], warm=warm,
         n_tasks=config["n_train_tasks"], profile=cg["profile"], layer=cg["efficiency_layer"],
         lam=cg["efficiency_lambda"], weights=cg["efficiency_weights"], fbeta=cg["fbeta"], fw=cg["format_weight"],
         steps=len(rows), G=grpo["num_generations"], beta=grpo["beta"], lr=grpo["learning_rate"], metrics=table,
         note=note, episode=(config.get("episode") or {}).get("used", "not recorded"),
         overrides=(", training-only overrides: " + json.dumps(config["episode"]["training_overrides"]))
-        if (config.get("episode") or {}).get("training_overrides") else ""))
-    write_atomic(out / "training_config.json", json.dumps(config, indent=1))
-    shutil.copy(run_dir / "metrics.jsonl", out / "metrics.jsonl")
-    if (run_dir / "manifest.json").is_file():
-        shutil.copy(run_dir / "manifest.json", out / "manifest.json")
-    return out
+        if (config.get("episode") or {}).get("training_overrides") else "")

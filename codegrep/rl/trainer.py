@@ -10,6 +10,7 @@ the same tokens. Everything else (vLLM, loss, clipping, DeepSpeed, checkpoints) 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,6 +212,10 @@ class CodeGrepArgs:
         bad = [k for k in self.task_kinds if k not in ("real", "docstring")]
         if bad or not self.task_kinds:
             raise ValueError(f"--task_kinds {self.task_kinds!r}: expected some of ['real', 'docstring']")
+        if self.name and (Path(self.name).is_absolute() or ".." in Path(self.name).parts
+                          or os.path.normpath(self.name) == "."):  # OUT/NAME is removed before a fresh run
+            raise ValueError(f"--name {self.name!r}: a run name is a directory under --out (not '.', no '..', not "
+                             "absolute)")
 
     def run_name(self, seed: int) -> str:
         """The run's directory name.

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn, Sequence
 
-from codegrep.config import ConfigError, check_fields, load_profile, load_yaml, project_root, section, seed_everything
+from codegrep.config import KEY_RULES, ConfigError, check_fields, check_value, load_profile, load_yaml, project_root, section, seed_everything
 from codegrep.files import write_atomic
 
 DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/smoke.yaml",
@@ -81,6 +81,30 @@ class TrainArgs(NamedTuple):
     grpo: Any
 
 
+GRPO_RANGES = {key[len("train."):]: rng for key, (_, rng) in KEY_RULES.items() if key.startswith("train.")}
+"""Ranges of TRL GRPOConfig fields its ``__post_init__`` divides by (0 is a ZeroDivisionError there) or that leave
+no batch to train on (``config.KEY_RULES``, where a profile's ``train:`` section is checked); checked here before
+TRL builds its config from a train YAML and overrides."""
+
+
+def _check_grpo_ranges(values: dict[str, Any], given: set[str], path: Path) -> None:
+    """``GRPO_RANGES`` over a train YAML's values and overrides (``given``: named as ``--set KEY``); a value of
+    another type is left to TRL's own type check."""
+    for key, rng in GRPO_RANGES.items():
+        value = values.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            check_value(value, int, rng, f"--set {key}" if key in given else f"{path}: {key}")
+
+
+def _yaml_settings(path: Path) -> dict[str, Any]:
+    """A train YAML's settings for :func:`_check_grpo_ranges`; {} when unreadable (TrlParser then says why)."""
+    try:
+        data = load_yaml(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, ConfigError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _check_ranges(cg: Any, given: set[str], path: Path) -> None:
     from codegrep.rl.trainer import CodeGrepArgs
 
@@ -136,6 +160,7 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
         raise ConfigError(f"{path}: {_as_set(message, overrides)}")
 
     parser.error = refuse  # type: ignore[method-assign]
+    _check_grpo_ranges({**_yaml_settings(path), **(overrides or {})}, set(overrides or {}), path)
     try:
         cg, grpo = parser.parse_args_and_config(args)
     except ConfigError:
@@ -177,6 +202,7 @@ def train_arguments(cfg: dict[str, Any], overrides: dict[str, Any] | None = None
     given.update(overrides or {})
     data.update(given)
     data["profile"] = str(cfg["profile"])
+    _check_grpo_ranges(data, set(given), path)
     try:
         cg, grpo = TrlParser((CodeGrepArgs, GRPOConfig)).parse_dict(data)
     except (TypeError, ValueError) as exc:  # an unknown or ill-typed setting: name the file, keep it one line

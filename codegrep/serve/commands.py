@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from codegrep.argtypes import positive_int
+
 RETRIEVER_CHOICES = ("grep-heuristic", "bm25", "dense", "agent")
 
 
@@ -38,8 +40,8 @@ def register(subparsers) -> None:
 def register_bench(bench_subparsers) -> None:
     p = bench_subparsers.add_parser("mcp", help="find_relevant_files latency through a real stdio session "
                                                 "on a ~2K-file repository, against in-process baselines")
-    p.add_argument("--files", type=int, default=2000, help="files in the generated benchmark repository")
-    p.add_argument("--queries", type=int, default=20, help="tool calls to time")
+    p.add_argument("--files", type=positive_int, default=2000, help="files in the generated benchmark repository")
+    p.add_argument("--queries", type=positive_int, default=20, help="tool calls to time")
     p.add_argument("--retriever", default="grep-heuristic", choices=RETRIEVER_CHOICES, help="retriever behind the tool (default: grep-heuristic)")
     p.add_argument("--repo", type=Path, default=None,
                    help="benchmark this repository instead of the generated one (queries still come from it)")
@@ -78,8 +80,11 @@ def run_mcp(args: argparse.Namespace) -> int:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    from codegrep.files import output_file
     from codegrep.serve.bench import bench_mcp
 
+    if args.out:
+        output_file(args.out, "--out")  # before the benchmark, not after
     result = bench_mcp(n_files=args.files, n_queries=args.queries, retriever=args.retriever,
                        repo=args.repo, seed=args.seed)
     text = json.dumps(result, indent=2)
