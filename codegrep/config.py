@@ -312,7 +312,7 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     "agent.temperature": (float, ">= 0"), "agent.top_p": (float, "0..1"), "agent.batch_size": (int, ">= 1"),
     "agent.rank_files": (int, ">= 0"), "agent.max_call_tokens": (int | None, ">= 1"), "agent.min_greps": (int, ">= 0"),
     "agent.draft_tokens": (int, ">= 0"), "agent.prefix_cache_mb": (int | None, ">= 0"),
-    "agent.cpu_threads": (int | None, ">= 1"),
+    "agent.cpu_threads": (int | None, ">= 1"), "agent.eval_processes": (int, ">= 1"),
     # TRL GRPOConfig fields its __post_init__ divides by (0 is a ZeroDivisionError there) or that leave no batch;
     # codegrep.rl.training_run checks the same ranges in a train YAML and `codegrep train --set`
     "train.num_generations": (int, ">= 2"), "train.per_device_train_batch_size": (int, ">= 1"),

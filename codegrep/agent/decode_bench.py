@@ -25,6 +25,13 @@ before its ``exec`` would count the parent's pages twice). The process holds the
 earlier arms left resident, so the smallest batch's peak is its own and a larger batch's is at least its own need.
 ``identical_episodes_share_batches`` compares each arm's turns with the first arm's (a padded batch of another size
 can round a greedy choice differently).
+
+With ``processes`` (``--processes 2``, :func:`bench_processes`) the arms are one whole evaluation through
+``codegrep.rl.policy_rows.agent_rows`` (notebook 03's path) in one process at the profile's ``agent.cpu_threads``,
+then the same with ``agent.eval_processes`` processes sharing its batches (the usable cores split evenly among
+them): seconds, ``speedup``, ``peak_mb`` (the largest sum of the proportional set sizes of this process and its
+children, sampled: each process's model and batch working set), P@1 and the share of rows whose files are
+identical (one thread sums floats in another order than two, so a greedy choice at a near tie can differ).
 """
 from __future__ import annotations
 
@@ -128,3 +135,47 @@ def _at_batch_size(policy: Any, size: int) -> Any:
     other.batch_size = max(1, int(size))
     other.prefix_cache = PrefixCache(policy.prefix_cache.max_bytes) if policy.prefix_cache else None
     return other
+
+
+def bench_processes(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0, processes: int = 2) -> dict[str, Any]:
+    """The JSON object ``codegrep bench decode --processes`` prints (module docstring)."""
+    import random
+    import tempfile
+    from pathlib import Path
+
+    from codegrep.agent.precision import cpu_features
+    from codegrep.mining.bench import RssSampler
+    from codegrep.report import provenance
+    from codegrep.rl.curve import real_train_split
+    from codegrep.rl.policy_rows import agent_rows
+
+    pool_tasks, dev, resolver = real_train_split(cfg, 1, seed)
+    tasks = random.Random(seed).sample(pool_tasks + dev, min(n, len(pool_tasks) + len(dev)))
+    arms = {"one_process": 1, f"processes_{processes}": processes}
+    out: dict[str, Any] = {"bench": "decode --processes", "model": str(model), "n_tasks": len(tasks),
+                           "batch_size": int((cfg.get("agent") or {}).get("batch_size") or 8),
+                           "cpu_threads_one_process": (cfg.get("agent") or {}).get("cpu_threads"),
+                           "tasks": "seeded real TRAIN tasks (never an evaluation instance)", "arms": {}}
+    files: dict[str, dict[str, list[str]]] = {}
+    with tempfile.TemporaryDirectory(prefix="codegrep-bench-processes-") as tmp:
+        for name, k in arms.items():
+            arm_cfg = copy.deepcopy(cfg)
+            arm_cfg.setdefault("agent", {})["eval_processes"] = k
+            rss = RssSampler(0.2, children=True)
+            rss.start()
+            started = time.perf_counter()
+            rows = agent_rows(arm_cfg, model, tasks, resolver, Path(tmp) / name / "rows.jsonl", progress=True)
+            seconds = time.perf_counter() - started
+            gold = {t.instance_id: set(t.gold_files) for t in tasks}
+            files[name] = {r["instance_id"]: list(r.get("files") or []) for r in rows}
+            hits = [bool(f) and f[0] in gold[i] for i, f in files[name].items()]
+            out["arms"][name] = {"processes": k, "seconds": round(seconds, 1),
+                                 "s_per_instance": round(seconds / max(len(rows), 1), 2),
+                                 "p_at_1": round(sum(hits) / max(len(hits), 1), 3), "peak_mb": rss.stop()}
+    one, many = out["arms"]["one_process"], out["arms"][f"processes_{processes}"]
+    out["speedup"] = round(one["seconds"] / max(many["seconds"], 1e-9), 2)
+    same = [files["one_process"][i] == files[f"processes_{processes}"][i] for i in files["one_process"]]
+    out["identical_rows_share"] = round(sum(same) / max(len(same), 1), 3)
+    out["cpu"] = cpu_features()
+    return {**out, **provenance()}
+

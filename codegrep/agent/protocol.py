@@ -101,6 +101,14 @@ class PolicyConfig:
     """Histories per generate call (hf)."""
     cpu_threads: int | None = None
     """torch CPU threads (None = torch default)."""
+    eval_processes: int = 1
+    """hf on CPU: processes that share one evaluation of the agent on a task list (``codegrep.rl.policy_rows.
+    agent_rows``: notebook 03's evaluations, the training-task check, ``codegrep bench policies``). The batches stay
+    those of one process (same tasks, same order); they are dealt out in turn, each process decoding its share with
+    ``cpu_threads`` threads (None: the usable cores split evenly). A decoding step of a small model is bound by
+    per-operation overhead more than by arithmetic, so a second thread speeds it little where a second process
+    decodes a second batch (measured: ``codegrep bench decode --processes``). Each process holds its own model and
+    batch working set, so peak memory grows with them. 1 = in the calling process (the default)."""
     prefix_cache_mb: int | None = 4096
     """hf: memory for reusing earlier turns' key/value states, so each history token is prefilled once (0 = off)."""
     cpu_precision: str | None = "fp32"

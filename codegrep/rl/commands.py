@@ -210,6 +210,10 @@ def register_bench(bench_subparsers: Any) -> None:
     c.add_argument("--batch-sizes", type=positive_int, nargs="+", metavar="N",
                    help="compare the profile's path at these agent.batch_size values (smallest first) instead of "
                         "against the baseline, e.g. --batch-sizes 8 16")
+    c.add_argument("--processes", type=positive_int, metavar="N",
+                   help="compare one evaluation process (the profile's agent.cpu_threads) with N processes sharing "
+                        "the same batches (agent.eval_processes; the cores split evenly), each through agent_rows: "
+                        "seconds, speedup, peak memory of all processes, identical rows; e.g. --processes 2")
     c.add_argument("--result", help="also write the JSON here")
     c.set_defaults(func=_bench_decode)
 
@@ -224,8 +228,18 @@ def _bench_decode(args: argparse.Namespace) -> int:
 
     if args.result:
         output_file(args.result, "--result")  # before the work, not after
-    doc = bench_decode(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed,
-                       args.batch_sizes)
+    from codegrep.errors import UserError
+
+    if args.processes and args.batch_sizes:
+        raise UserError("--processes and --batch-sizes: give one of them (each is its own comparison)")
+    if args.processes:
+        from codegrep.agent.decode_bench import bench_processes
+
+        doc = bench_processes(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed,
+                              args.processes)
+    else:
+        doc = bench_decode(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed,
+                           args.batch_sizes)
     text = json.dumps(doc, indent=1)
     if args.result:
         write_atomic(args.result, text + "\n")

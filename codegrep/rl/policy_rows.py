@@ -33,12 +33,14 @@ TRAINED_POLICIES = ("warm start", "GRPO")
 
 
 def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], resolver: Any,
-               out_path: str | Path, progress: bool = True) -> list[dict[str, Any]]:
+               out_path: str | Path, progress: bool = True, episodes_dir: str | Path | None = None,
+               ) -> list[dict[str, Any]]:
     """The agent (``model`` with the profile's ``agent:`` settings) on ``tasks``, one harness row each.
 
     Episodes run in lock step across instances (one batched ``generate`` per turn for ``agent.batch_size``
     instances of similar issue length, ``codegrep.agent.loop.run_episodes``). Rows already in ``out_path`` are reused; new ones
-    are appended as each batch finishes, and episodes are saved beside it.
+    are appended as each batch finishes, and episodes are saved beside it (or in ``episodes_dir``). With
+    ``agent.eval_processes`` > 1 the same batches are dealt out to that many processes (:func:`_rows_in_processes`).
     """
     from tqdm.auto import tqdm
 
@@ -49,20 +51,26 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
 
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    _merge_parts(out_path)  # rows a stopped parallel evaluation left in its parts
     done = read_rows(out_path)
     todo = [t for t in tasks if t.instance_id not in done]
     if todo:
         env_sec = dict(cfg.get("env") or {})
         # the CLI's retriever (``codegrep evaluate --retriever agent``): the same batches, order and rows
         agent = AgentRetriever(policy_spec(dict(cfg.get("agent") or {}), {"model": str(model)}), env_sec,
-                               episodes_dir=out_path.with_suffix(""))
+                               episodes_dir=Path(episodes_dir) if episodes_dir else out_path.with_suffix(""))
         todo = sorted(todo, key=agent.batch_order)
-        pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
         size = agent.batch_size
+        batches = [todo[i:i + size] for i in range(0, len(todo), size)]
+        processes = min(eval_processes(cfg, agent.spec), len(batches))
+        if processes > 1:
+            _rows_in_processes(cfg, model, batches, resolver, out_path, processes, progress,
+                               agent.episodes_dir)
+            return [read_rows(out_path)[t.instance_id] for t in tasks]
+        pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
         bar = tqdm(total=len(todo), desc=f"agent {Path(str(model)).name}", unit="instance", disable=not show_bar(progress))
         with out_path.open("a") as fh:
-            for i in range(0, len(todo), size):
-                batch = todo[i:i + size]
+            for batch in batches:
                 with ExitStack() as stack:
                     envs = [stack.enter_context(open_environment(t, resolver, pool, env_sec.get("mode", "worktree"),
                                                                  tools)) for t in batch]
@@ -75,6 +83,104 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
                 bar.update(len(batch))
         bar.close()
     return [done[t.instance_id] for t in tasks]
+
+
+def eval_processes(cfg: dict[str, Any], spec: dict[str, Any] | None = None) -> int:
+    """``agent.eval_processes``, or 1 where processes cannot share the work: a policy ``spec`` (the ``agent:``
+    section with the model, ``policy_spec``) that is not a local model on the CPU (an endpoint, a scripted policy,
+    a GPU device).
+
+    >>> eval_processes({"agent": {"eval_processes": 2}}), eval_processes({"agent": {}})
+    (2, 1)
+    >>> eval_processes({"agent": {"eval_processes": 2}}, {"policy": "openai", "endpoint": "http://h:1/v1"})
+    1
+    """
+    n = int((cfg.get("agent") or {}).get("eval_processes") or 1)
+    if n > 1 and spec is not None:
+        if spec.get("endpoint") or spec.get("policy") in ("openai", "scripted"):  # another word names a local model
+            return 1
+        device = str(spec.get("device") or "auto")
+        if device != "cpu":
+            import torch
+
+            if device != "auto" or torch.cuda.is_available():
+                return 1
+    return n
+
+
+def _part_paths(out_path: Path) -> list[Path]:
+    return sorted(out_path.parent.glob(f"{out_path.stem}.part*.jsonl"))
+
+
+def _merge_parts(out_path: Path) -> None:
+    """Append the rows of ``<out>.part<k>.jsonl`` files (a parallel evaluation's shares) to ``out_path`` once, in
+    part order, then remove the parts; rows already in ``out_path`` are not written twice."""
+    from codegrep.retrievers.evaluate import read_rows
+
+    parts = _part_paths(out_path)
+    if not parts:
+        return
+    have = read_rows(out_path) if out_path.exists() else {}
+    with out_path.open("a") as fh:
+        for part in parts:
+            for iid, row in read_rows(part).items():
+                if iid not in have:
+                    fh.write(json.dumps(row, default=str) + "\n")
+                    have[iid] = row
+    for part in parts:
+        part.unlink()
+
+
+def _share(args: tuple) -> int:
+    """One process's share of a parallel evaluation (top level, so a spawned process can import it)."""
+    cfg, model, tasks, resolver, part, threads, episodes_dir = args
+    import torch
+
+    torch.set_num_threads(threads)
+    agent = dict(cfg.get("agent") or {}, eval_processes=1, cpu_threads=threads)
+    agent_rows({**cfg, "agent": agent}, model, tasks, resolver, part, progress=False, episodes_dir=episodes_dir)
+    return len(tasks)
+
+
+def _rows_in_processes(cfg: dict[str, Any], model: str | Path, batches: list[list[Any]], resolver: Any,
+                       out_path: Path, processes: int, progress: bool, episodes_dir: Path | None) -> None:
+    """Deal ``batches`` out to ``processes`` spawned processes (batch ``i`` to process ``i mod processes``), each
+    running :func:`agent_rows` on its share with ``agent.cpu_threads`` threads (default: the usable cores split
+    evenly) and writing ``<out>.part<k>.jsonl``; then write their rows to ``out_path`` in batch order. Each share
+    keeps its batches whole and in order, so every batch is decoded as one process would decode it."""
+    import multiprocessing
+    import os
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    from tqdm.auto import tqdm
+
+    from codegrep.retrievers.evaluate import read_rows
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = int((cfg.get("agent") or {}).get("cpu_threads") or max(1, cores // processes))
+    shares = [[t for b in batches[k::processes] for t in b] for k in range(processes)]
+    parts = [out_path.with_name(f"{out_path.stem}.part{k}.jsonl") for k in range(processes)]
+    total = sum(map(len, shares))
+    bar = tqdm(total=total, desc=f"agent {Path(str(model)).name} ({processes} processes)", unit="instance",
+               disable=not show_bar(progress))
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as ex:
+        futures = [ex.submit(_share, (cfg, str(model), share, resolver, part, threads, episodes_dir))
+                   for share, part in zip(shares, parts)]
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=5, return_when=FIRST_EXCEPTION)
+            for f in finished:
+                f.result()  # a share's error is this call's error (its rows so far stay in its part)
+            bar.n = sum(len(read_rows(p)) for p in parts if p.exists())
+            bar.refresh()
+    bar.close()
+    rows = {iid: row for p in parts for iid, row in read_rows(p).items()}
+    with out_path.open("a") as fh:
+        for batch in batches:
+            for task in batch:
+                fh.write(json.dumps(rows[task.instance_id], default=str) + "\n")
+    for part in parts:
+        part.unlink()
 
 
 def ranked_line_use(messages: Sequence[dict[str, str]], gold: Sequence[str], submitted: Sequence[str]) -> dict[str, bool]:
