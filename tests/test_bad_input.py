@@ -275,6 +275,8 @@ CASES = [
     Case("report --replicates: a P@1 that is not a number", ["report", "--replicates", f"{T}/rep.json", "--results",
                                                              f"{T}/res"], ["per_instance.json", "GRPO", "'high'"],
          {"res/ci/per_instance.json": '{"p_at_1": {"x/GRPO": {"a": "high"}, "x/warm_start": {"a": 1.0}}}'}),
+    Case("bench decode with --processes and --batch-sizes", ["bench", "decode", "--processes", "2", "--batch-sizes",
+                                                              "8"], ["--processes", "--batch-sizes", "one of them"]),
     Case("export a run that does not exist", ["export", f"{T}/nosuch"], ["nosuch"]),
     Case("export --out a directory of the user's", ["export", f"{T}/r", "--out", f"{T}/keep"],
          ["--out", "keep", "not an earlier export"], {**RUN, "keep/notes.txt": "keep\n"}),
