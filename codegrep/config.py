@@ -14,10 +14,11 @@ import importlib
 import os
 import random
 from pathlib import Path
-from typing import Any, Iterable, Mapping, TypeVar
+from typing import Any, Iterable, Literal, Mapping, TypeVar
 
 import yaml
 
+from codegrep.env.contract import ENV_MODES
 from codegrep.errors import UserError
 from codegrep.files import read_text
 
@@ -297,7 +298,7 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     "seed": (int, ">= 0"),
     "tasks.limit": (int | None, ">= 1"), "tasks.seed": (int | None, ">= 0"), "tasks.offline": (bool | None, None),
     "tasks.on_error": (str, None),
-    "env.mode": (str, None), "env.max_worktrees": (int, ">= 1"), "env.max_disk_gb": (float, "> 0"),
+    "env.mode": (Literal[ENV_MODES], None), "env.max_worktrees": (int, ">= 1"), "env.max_disk_gb": (float, "> 0"),
     "env.pool_root": (str | None, None),
     "mining.workers": (int, ">= 1"), "mining.demonstrations": (bool, None), "mining.resolved_only": (bool, None),
     "env.bench.rollouts": (int, ">= 1"), "env.bench.group": (int, ">= 1"), "env.bench.turns": (int, ">= 1"),

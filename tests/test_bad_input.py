@@ -135,6 +135,8 @@ CASES = [
          ["--out", "f.txt"], {"f.txt": "keep me\n"}),
     Case("reproduce --out artifacts is a file", ["reproduce", "--profile", "ci", "--only", "01", "--out", f"{T}/o"],
          ["--out", "artifacts"], {"o/artifacts": "keep me\n"}),
+    Case("reproduce env.mode not a mode", ["reproduce", "--profile", "ci", "--only", "02", "--set", "env.mode=bogus"],
+         ["--set env.mode", "'objects', 'worktree'", "bogus"]),
     Case("reproduce unknown profile", ["reproduce", "--profile", "nosuch", "--only", "01"], ["nosuch"]),
     Case("reproduce profile YAML missing", ["reproduce", "--profile", f"{T}/p.yaml"], ["p.yaml", "not found"]),
     Case("reproduce profile YAML syntax error", ["reproduce", "--profile", f"{T}/p.yaml", "--only", "01"],
