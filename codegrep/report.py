@@ -330,6 +330,10 @@ def build_report(artifacts: Path, figures: Path | None = None) -> tuple[Path, Pa
                         "`codegrep reproduce`)")
     figures = Path(figures) if figures is not None else artifacts.parent / "figures"
     run_path = artifacts / "run.json"
+    if not run_path.is_file() and not any((artifacts / "headlines").glob("*.json")):
+        # a wrong folder would give a report of "not measured" everywhere, exit 0
+        raise UserError(f"--artifacts {artifacts}: holds no run (neither run.json nor headlines/*.json); give the "
+                        "artifacts folder of a `codegrep reproduce` run (e.g. artifacts/)")
     run = read_json_object(run_path) if run_path.is_file() else {}
     md = _markdown(claim_rows(artifacts), run, figures, artifacts)
     md_path, html_path = artifacts / "report.md", artifacts / "report.html"

@@ -250,6 +250,8 @@ CASES = [
     Case("tool --repo missing", ["tool", "--repo", f"{T}/nosuch", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["nosuch"]),
     Case("report --artifacts missing", ["report", "--artifacts", f"{T}/nosuch"], ["nosuch"]),
+    Case("report --artifacts a folder without a run", ["report", "--artifacts", f"{T}/empty"],
+         ["--artifacts", "empty", "holds no run"], {"empty/notes.txt": "keep\n"}),
     Case("report corrupt run.json", ["report", "--artifacts", f"{T}/a"], [f"{T}/a/run.json:1", "invalid JSON"],
          {"a/run.json": "{bad", "a/headlines/03_training.json": "{}"}),
     Case("report corrupt headline", ["report", "--artifacts", f"{T}/a"],
