@@ -66,7 +66,8 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
         if processes > 1:
             _rows_in_processes(cfg, model, batches, resolver, out_path, processes, progress,
                                agent.episodes_dir)
-            return [read_rows(out_path)[t.instance_id] for t in tasks]
+            done = read_rows(out_path)
+            return [done[t.instance_id] for t in tasks]
         pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
         bar = tqdm(total=len(todo), desc=f"agent {Path(str(model)).name}", unit="instance", disable=not show_bar(progress))
         with out_path.open("a") as fh:
