@@ -63,21 +63,3 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
     return value
-
-
-def existing_dir(text: str) -> str:
-    """argparse type: a directory that exists (``--repos``: a wrong path would otherwise surface later, per
-    repository, as a failed clone).
-
-    >>> existing_dir(".")
-    '.'
-    >>> existing_dir("/nonexistent/repos")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: not a directory: '/nonexistent/repos'
-    """
-    from pathlib import Path
-
-    if not Path(text).expanduser().is_dir():
-        raise argparse.ArgumentTypeError(f"not a directory: {text!r}")
-    return text

@@ -253,8 +253,6 @@ CASES = [
     Case("evaluate --repos missing", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--repos",
                                       f"{T}/nosuch", "--out", f"{T}/r.jsonl"], ["--repos", "nosuch", "not a directory"],
          {"t.jsonl": jl(GOOD)}),
-    Case("mine --repos missing", ["mine", "shipped", "--repos", f"{T}/nosuch", "--out", f"{T}/m.jsonl"],
-         ["--repos", "nosuch", "not a directory"]),
     Case("report --artifacts a folder without a run", ["report", "--artifacts", f"{T}/empty"],
          ["--artifacts", "empty", "holds no run"], {"empty/notes.txt": "keep\n"}),
     Case("report corrupt run.json", ["report", "--artifacts", f"{T}/a"], [f"{T}/a/run.json:1", "invalid JSON"],

@@ -5,8 +5,6 @@ import argparse
 import json
 import os
 
-from codegrep.argtypes import existing_dir
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mine", help="mine file-access supervision from coding-agent trajectories (CATM)")
@@ -15,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", default="auto", help="auto (per row) or a format name (see docs/mining.md)")
     p.add_argument("--tasks", default=None, help="task file/HF id (adds repo, base_commit, gold_files); "
                                                  "'embedded' or 'swebench-verified' (the 500 shipped rows)")
-    p.add_argument("--repos", type=existing_dir, default=None, help="directory of owner__name git repositories (checks paths, "
+    p.add_argument("--repos", default=None, help="directory of owner__name git repositories (checks paths, "
                                                   "replays demonstration calls)")
     p.add_argument("--out", required=True, help="records JSONL")
     p.add_argument("--demonstrations", default=None, help="demonstrations JSONL (default: OUT with .demos.jsonl)")

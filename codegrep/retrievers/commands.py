@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from codegrep.argtypes import existing_dir, positive_int
+from codegrep.argtypes import positive_int
 from codegrep.errors import UserError
 
 NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random", "bm25-plain")
@@ -68,6 +68,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from codegrep.files import refuse_overwriting_inputs
 
     refuse_overwriting_inputs({"--out": args.out}, {"--tasks": args.tasks, "--profile": args.profile})
+    if args.repos and not Path(args.repos).expanduser().is_dir():  # as `mine --repos`; else each task tries a clone
+        raise ValueError(f"--repos {args.repos}: not a directory (a directory of owner__name git repositories)")
     read_rows(output_file(args.out))  # a directory, or a corrupt resume file, fails before any work
     cfg = load_profile(args.profile)
     tasks, resolver = load_task_source(args.tasks, repos_dir=args.repos, split=args.split, limit=args.limit,
@@ -116,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("evaluate", help="run a retriever over a task set; prints macro metrics JSON last")
     p.add_argument("--tasks", required=True, help="'default', 'verified' (the 86 shipped real instances), "
                    "'lite-train', a .jsonl/.jsonl.gz/.json/.parquet file, or a HF dataset id")
-    p.add_argument("--repos", type=existing_dir, help="directory of owner__name git repositories")
+    p.add_argument("--repos", help="directory of owner__name git repositories")
     _common(p)
     p.add_argument("--limit", type=positive_int, help="evaluate at most this many tasks (seeded sample; default: all)")
     p.add_argument("--split", help="only tasks of this split (train/eval)")
