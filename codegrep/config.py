@@ -62,7 +62,24 @@ MAX_YAML_NODES = 200_000
 
 
 class _LimitedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a document whose aliases expand it beyond ``MAX_YAML_NODES``."""
+    """``yaml.SafeLoader`` that refuses a document whose aliases expand it beyond ``MAX_YAML_NODES`` and a mapping
+    that repeats a key (YAML 1.2 forbids it; PyYAML would keep the last value silently)."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: D102 - PyYAML's hook
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        first = seen.setdefault(key, key_node)
+                    except TypeError:  # an unhashable key: PyYAML's own error follows
+                        continue
+                    if first is not key_node:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key!r} appears twice in one mapping (first on line "
+                            f"{first.start_mark.line + 1}); keep one", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
 
     def compose_document(self):  # noqa: D102 - PyYAML's hook
         node = super().compose_document()
@@ -97,6 +114,10 @@ def load_yaml(text: str, source: str) -> Any:
     Traceback (most recent call last):
     ...
     codegrep.config.ConfigError: bomb.yaml: invalid YAML: the document expands to more than 200000 values ...
+    >>> load_yaml("train:\\n  max_steps: 4\\n  seed: 0\\n  max_steps: 8\\n", "x.yaml")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: x.yaml:4: invalid YAML: key 'max_steps' appears twice in one mapping (first on line 2); keep one
     """
     try:
         return yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 - a SafeLoader subclass
@@ -105,7 +126,9 @@ def load_yaml(text: str, source: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where_ = f"{source}:{mark.line + 1}" if mark is not None else source
-        raise ConfigError(f"{where_}: invalid YAML: {exc}") from None
+        what = " ".join(str(p) for p in (getattr(exc, "context", None), getattr(exc, "problem", None)) if p) \
+            if isinstance(exc, yaml.MarkedYAMLError) else str(exc)
+        raise ConfigError(f"{where_}: invalid YAML: {what or exc}") from None
 
 
 def unknown_key_error(key: str, known: Iterable[str], source: str) -> "ConfigError":
