@@ -7,6 +7,7 @@ import math
 import pytest
 
 from codegrep.config import ConfigError
+from codegrep.errors import UserError
 from codegrep.rl.study import seed_row, summarize
 
 
@@ -102,6 +103,12 @@ def test_study_writes_seeds_as_it_goes_and_resume_gives_the_same_result(tmp_path
     assert json.loads((tmp_path / "cut" / "ablation_study.json").read_text())["n_seeds_run"] == 2
     # a random-init policy never formats a submission: every group ties, so no seed is informative
     assert resumed["n_paired_seeds"] == 0 and resumed["n_uninformative_seeds"] == 2
+    # a damaged seed file is refused in one line naming it, and left as it was
+    kept.write_text('{"seed": 0,')
+    with pytest.raises(UserError, match=r"seed-0000\.json:1: invalid JSON"):
+        run_study(config, 2, tmp_path / "cut", resume=True, progress=lambda *_: None)
+    assert kept.read_text() == '{"seed": 0,'
+    kept.write_text(before)
     # reusing seeds produced with other settings is refused, in one line
     config.write_text(TINY_STUDY.format(out=tmp_path / "unused").replace("learning_rate: 1.0e-3", "learning_rate: 2.0e-3"))
     with pytest.raises(ConfigError, match="other settings"):

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegrep.config import ConfigError
+from codegrep.files import read_json_object
 from codegrep.rl.ablation import interleave_pool
 from codegrep.rl.paired import endpoint
 
@@ -261,7 +262,7 @@ def run_study(config: str | Path, seeds: int, out: str | Path, resume: bool = Fa
     for seed in range(int(first_seed), int(seeds)):
         path = seeds_dir / f"seed-{seed:04d}.json"
         if resume and path.is_file():
-            saved = json.loads(path.read_text())
+            saved = read_json_object(path)  # a damaged seed file is one line naming it (delete it to rerun the seed)
             if saved.get("settings_key") != settings_key:
                 raise ConfigError(f"{path}: produced with other settings (key {saved.get('settings_key')}, now "
                                   f"{settings_key}); use another --out or rerun without --resume")
@@ -300,7 +301,7 @@ def finished_seeds(seeds_dir: Path, seeds: int, settings_key: str) -> list[dict[
     for seed in range(seeds):
         path = seeds_dir / f"seed-{seed:04d}.json"
         if path.is_file():
-            row = json.loads(path.read_text())
+            row = read_json_object(path)
             if row.get("settings_key") == settings_key:
                 rows.append(row)
     return rows
@@ -313,7 +314,7 @@ def _write_result(rows: list[dict[str, Any]], out: Path, result: str | Path | No
     from codegrep.paper import PAPER_REFERENCE
 
     summary = summarize(rows, paper_ratio=float(PAPER_REFERENCE["ablation.kl_ratio_advantage_over_reward"]))
-    invocations = [json.loads(p.read_text()) for p in sorted((out / "invocations").glob("*.json"))]
+    invocations = [read_json_object(p) for p in sorted((out / "invocations").glob("*.json"))]
     wall = sum(r["seconds"] for r in invocations)
     starts = [time.mktime(time.strptime(r["started_utc"], "%Y-%m-%dT%H:%M:%SZ")) for r in invocations]
     elapsed = max(s0 + r["seconds"] for s0, r in zip(starts, invocations)) - min(starts) if invocations else 0.0
