@@ -49,8 +49,11 @@ class Outputs:
     def figure(self, fig: Any, name: str, note: str | None = None) -> list[Path]:
         """Save a matplotlib figure as ``<name>.png`` and ``<name>.svg``; ``note`` is stamped on it
         (use it to label simulated or model-derived numbers)."""
+        from codegrep.plots import mark_source, place_notes
+
         if note:
-            fig.text(0.99, 0.005, note, ha="right", va="bottom", fontsize=7, color="0.35", style="italic")
+            mark_source(fig, note)
+        place_notes(fig)
         paths = [self.figures / f"{name}.png", self.figures / f"{name}.svg"]
         for path, kw in zip(paths, ({"dpi": 120, "format": "png"}, {"format": "svg"})):
             with atomic_write(path, "wb") as fh:

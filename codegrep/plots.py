@@ -82,13 +82,20 @@ def title(ax: Any, what: str, data: str | None = None, n: int | None = None, uni
 
 
 def integer_ticks(ax: Any, axis: str = "both") -> None:
-    """Integer tick locations on ``x``, ``y`` or ``both`` axes (counts, steps, rounds)."""
+    """Integer tick locations on ``x``, ``y`` or ``both`` axes (counts, steps, rounds).
+
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = subplots(); _ = ax.plot([2], [0.5], "o"); integer_ticks(ax, "x"); fig.draw_without_rendering()
+    >>> lo, hi = ax.get_xlim(); [float(t) for t in ax.get_xticks() if lo <= t <= hi]
+    [2.0]
+    >>> plt.close(fig)
+    """
     from matplotlib.ticker import MaxNLocator
 
-    if axis in ("x", "both"):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if axis in ("x", "both"):  # min_n_ticks=1: an axis around one value (a single step) still ticks integers only
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     if axis in ("y", "both"):
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def undefined(ax: Any, what: str, reason: str) -> None:
@@ -104,10 +111,46 @@ def undefined(ax: Any, what: str, reason: str) -> None:
             fontsize=9, color="0.3", transform=ax.transAxes)
 
 
+NOTE_GID = "codegrep-source-note"
+"""Marks the text :func:`mark_source` stamps, so :func:`place_notes` can find it."""
+
+
 def mark_source(fig: Any, data: str, detail: str = "") -> None:
-    """Stamp the figure's lower-right corner with what produced its numbers (model / fit / simulation ...)."""
+    """Stamp the figure with what produced its numbers (model / fit / simulation ...): lower right, placed below
+    everything else when the figure is saved (:func:`place_notes`)."""
     text = SOURCES.get(data, data) + (f": {detail}" if detail else "")
-    fig.text(0.995, 0.002, text, ha="right", va="bottom", fontsize=7, color="0.35", style="italic")
+    fig.text(0.995, 0.002, text, ha="right", va="top", fontsize=7, color="0.35", style="italic", gid=NOTE_GID)
+
+
+def place_notes(fig: Any) -> None:
+    """Move the figure's :func:`mark_source` notes under everything else it draws (axis labels, legends below the
+    axes), right-aligned to its drawn extent and stacked, so a note never overlaps a label; a saved figure's
+    ``bbox_inches="tight"`` then takes them in. Call just before saving.
+
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = subplots(1, 1, width=6); _ = ax.set_xlabel("GRPO step"); mark_source(fig, "model", "x" * 60)
+    >>> place_notes(fig); fig.draw_without_rendering(); r = fig.canvas.get_renderer()
+    >>> bool(fig.texts[0].get_window_extent(r).y1 <= ax.xaxis.label.get_window_extent(r).y0)
+    True
+    >>> plt.close(fig)
+    """
+    notes = [t for t in fig.texts if t.get_gid() == NOTE_GID]
+    if not notes:
+        return
+    renderer = fig.canvas.get_renderer()
+    for t in notes:
+        t.set_visible(False)
+    fig.draw_without_rendering()  # run the layout engine first: it moves the axes and their labels
+    box = fig.get_tightbbox(renderer)  # inches, everything but the notes
+    for t in notes:
+        t.set_visible(True)
+    width, height = fig.get_size_inches()
+    y = box.y0 / height - 0.01
+    for t in notes:
+        t.set_horizontalalignment("right")
+        t.set_verticalalignment("top")
+        t.set_position((box.x1 / width, y))
+        y -= t.get_window_extent(renderer).height / fig.dpi / height * 1.15
 
 
 def interval_label(kind: str = "bootstrap", level: float = 0.95, n: int | None = None) -> str:

@@ -144,6 +144,32 @@ CAPTIONS = {
     "02_environment_throughput": "Tool calls per second against concurrent rollouts (axis from 0): where the curve "
                                  "flattens the CPUs are saturated; failures are counted in the title.",
     "02_environment_disk": "Disk written per rollout by mode: what a pool of rollouts costs on disk.",
+    "03_before_after": "Left: held-out P@1 of the agent at each training stage (blue) beside the baseline "
+                       "retrievers (grey), with 95% bootstrap intervals. Right: each one's paired difference to BM25 "
+                       "on the same instances: an interval wholly left of the dashed line is below BM25.",
+    "03_training_curves": "GRPO per optimizer step on its train prompts: task reward, F0.5 of the submitted set, "
+                          "rounds, generated tokens and KL to the initial policy. A step averages few rollouts: read "
+                          "the trend, not a step-to-step move.",
+    "03_wins_losses": "Instance by instance, the trained policy against BM25, by repository: wins (only the agent "
+                      "right) against losses (only BM25 right) are what the paired difference counts; grey bars are "
+                      "ties.",
+    "03_data_ablation": "P@1 of warm starts trained on each demonstration mix with the same SFT budget, beside BM25 "
+                        "(grey), with 95% bootstrap intervals: overlapping bars do not tell the mixes apart.",
+    "04_mechanism": "(a) How large each efficiency layer makes the correctness and efficiency parts of the "
+                    "advantage, in tied groups (one task reward for every rollout) and in groups with reward "
+                    "variance. (b) Per recorded batch, the cosine between the two layers' advantages against its "
+                    "share of tied groups: at cosine 1 both layers take the same Adam step.",
+    "04_probe_kl": "(a) Exact KL to the initial policy on a fixed probe set, per arm; (b) the on-policy k3 "
+                   "estimate; (c) the paired ratio advantage/reward per step with its interval: inside the grey band "
+                   "is no difference, the dashed line is the paper's 'about a third' (reference).",
+    "04_step_diagnostics": "Per GRPO step, both arms (mean, min-max over seeds): tied-group share, the advantage's "
+                           "parts, update size, entropy, rounds, tokens, task reward. The arms coincide until a batch "
+                           "mixes tied and varied groups.",
+    "04_step_time": "Where a GRPO step's wall time goes on this machine: the longest bar is what a faster step must "
+                    "cut.",
+    "04_study": "(a) The powered mechanism study's paired probe-KL ratio per seed (dots: informative seeds, crosses: "
+                "no mixed batch) with its 90% interval band, against 1 (no difference) and the paper's 1/3 "
+                "(reference). (b) The share of tied groups per step, one line per seed.",
     "05_observational_effects": "FIT effects of one more wrong file (W) and of opening a target first (H) on what "
                                 "happens after the window: an interval containing 0 is no evidence of an effect.",
     "05_validation_held_out_repos": "Held-out repositories: the FIT's error beside the no-skill baseline; a FIT bar "
@@ -162,7 +188,7 @@ CAPTIONS = {
                             "the paired interval reads). Right: points above the diagonal are instances where the "
                             "agent ranked a gold file higher.",
 }
-"""What to read off each figure (figures without one get their title as caption)."""
+"""What to read off each figure, by file name (every stage's ``FIGURES`` has one; tested)."""
 
 
 def _rr(row: dict[str, Any]) -> float:

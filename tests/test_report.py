@@ -179,6 +179,22 @@ def test_precision_table_labels_definitions_and_gives_the_real_reason_for_a_miss
     assert md.index("| oracle |") < md.index("| bm25 |") < md.index("| *CodeGrep (paper")
 
 
+def test_every_stage_figure_has_a_caption_saying_what_to_read():
+    """Each figure a stage saves (its ``FIGURES``) gets a caption in the report, not its file name."""
+    import importlib
+
+    from codegrep.report_tables import CAPTIONS
+
+    saved = set()
+    for module in ("codegrep.mining.stage", "codegrep.env.stage", "codegrep.rl.training_stage",
+                   "codegrep.rl.ablation_stage", "codegrep.downstream.threshold_stage",
+                   "codegrep.downstream.eval_stage"):
+        saved |= {spec[1] for spec in importlib.import_module(module).FIGURES.values()}
+    assert len(saved) >= 18
+    assert sorted(saved - set(CAPTIONS)) == []
+    assert all(len(CAPTIONS[name]) > 40 for name in saved)
+
+
 def test_report_draws_agent_vs_bm25_per_instance(tmp_path):
     artifacts = _run(tmp_path)
     d = artifacts / "train" / "eval" / "run1"

@@ -173,6 +173,7 @@ def demos_figure(doc: dict[str, Any]) -> Any:
                 f"real TRAIN tasks only (SMALL: {n_dev} dev tasks), {plots.interval_label('Wilson')}")
     ax.legend(loc="upper left", fontsize=7)
     plots.mark_source(fig, f"profile {doc.get('profile')}, seed {doc.get('seed')}")
+    plots.place_notes(fig)
     return fig
 
 
