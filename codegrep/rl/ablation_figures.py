@@ -170,7 +170,7 @@ def diagnostics_figure(df: pd.DataFrame) -> Any:
                         ls="-" if i % 2 == 0 else "--", label=_arm_label(layer, lam))
         ax.set_xlabel("GRPO step (arms offset sideways)")
         ax.set_ylabel(label)
-        plots.integer_ticks(ax, "x")
+        plots.integer_ticks(ax, "both" if col == "rounds" else "x")  # a steady 2 rounds reads "2", not 1.900..2.100
         ax.set_title(label, fontsize=8)
     handles, labels = axes.ravel()[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=len(arms_) + 1,

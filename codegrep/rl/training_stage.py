@@ -437,7 +437,7 @@ def curve_figure(steps: pd.DataFrame, run_name: str, n_tasks: int | None = None)
         ax.plot(steps["step"], values, marker="o", label=run_name)
         ax.set_xlabel("GRPO step")
         ax.set_ylabel(unit)
-        plots.integer_ticks(ax, "x")
+        plots.integer_ticks(ax, "both" if col == "rounds" else "x")  # a steady 2 rounds reads "2", not 1.900..2.100
         plots.title(ax, what, "real", n_tasks, "train tasks" if n_tasks else "instances")
     return fig
 
