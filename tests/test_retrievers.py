@@ -138,6 +138,21 @@ def test_bm25_index_is_cached_per_commit_and_per_live_listing(cache, tiny_repo):
     assert len(list((cache / "indexes" / "bm25").iterdir())) == 2  # the older live index was pruned
 
 
+def test_bm25_index_of_a_branch_name_follows_the_branch(cache, tiny_repo):
+    """A task whose base_commit is a branch (or HEAD) keyed the index by that name: after the branch moved, bm25
+    served the old commit's index (a file the new commit adds never ranked) while grep-heuristic saw it."""
+    repos, commit = tiny_repo
+    repo = repos / "local__tiny"
+    task = Task("local__tiny-b", "local/tiny", "HEAD", "parse_config_file ignores the section", gold_files=[])
+    assert "pkg/toml_section.py" not in make_retriever("bm25").retrieve(task, repo).files
+    (repo / "pkg" / "toml_section.py").write_text("def parse_config_file_section(section):\n    return section\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "next", cwd=repo)
+    assert "pkg/toml_section.py" in make_retriever("bm25").retrieve(task, repo).files
+    keys = sorted(p.name.split("-")[0] for p in (cache / "indexes" / "bm25").iterdir())  # slug@sha-settings
+    assert keys == sorted(f"local__tiny@{c}" for c in (commit, git("rev-parse", "HEAD", cwd=repo))), keys
+
+
 class Fixed:
     """A retriever that returns fixed rankings (for hand-computed harness metrics)."""
 

@@ -151,13 +151,36 @@ def listing_hash(root: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     return h.hexdigest()[:16]
 
 
+_FULL_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def checkout_sha(root: Path) -> str | None:
+    """The full commit SHA a git checkout ``root`` holds (its HEAD), or None where ``root`` is not the top of one."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = proc.stdout.split()
+    if proc.returncode or len(lines) != 2 or not _FULL_SHA.fullmatch(lines[1]):
+        return None
+    return lines[1] if Path(lines[0]).resolve() == Path(root).resolve() else None
+
+
 def snapshot_key(repo: str, commit: str | None, root: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
     """A filesystem-safe key for one repository snapshot.
 
-    >>> snapshot_key("psf/requests", "0123456789abcdef0123", Path("."))
-    'psf__requests@0123456789abcdef0123'
+    Only an immutable name keys by the commit: a full SHA as given, any other name (a branch, ``HEAD``, a tag, a
+    short SHA) by the SHA the checkout holds, or by the live listing where ``root`` is not a git checkout.
+
+    >>> snapshot_key("psf/requests", "0123456789abcdef0123456789abcdef01234567", Path("."))
+    'psf__requests@0123456789abcdef0123456789abcdef01234567'
     """
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", (repo or Path(root).resolve().name).replace("/", "__"))
+    if commit and not _FULL_SHA.fullmatch(commit):
+        commit = checkout_sha(Path(root))  # a branch moves: its name would serve a stale index
     return f"{slug}@{commit}" if commit else f"{slug}@live-{listing_hash(root, max_bytes)}"
 
 
