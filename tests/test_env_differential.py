@@ -115,6 +115,37 @@ def test_hostile_repository_same_answers_in_both_modes(tmp_path):
             assert res.ok and res.latency_ms < 3000, (mode, pattern, res.latency_ms)
 
 
+def test_links_to_directories_submodules_and_link_loops_same_answers_in_both_modes(tmp_path):
+    """Checkout-free mode resolved a symlink only when it named the whole path: ``read srclink/main.rs`` through a
+    link to a directory was "does not exist" there and the file in a worktree; a dangling link's read named its
+    target; a submodule was "does not exist" instead of the worktree's empty directory; a link loop was "resolves
+    outside" instead of "does not exist"."""
+    work = tmp_path / "links"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "main.rs").write_text("fn main() { split_words(); }\n")
+    (work / "sub").mkdir()
+    commit_all(work / "sub", {"lib.rs": "pub fn inner() {}\n"})
+    for target, name in (("src", "srclink"), ("nowhere", "dangling.rs"), ("cyc_b", "cyc_a"), ("cyc_a", "cyc_b"),
+                         ("/etc", "etc_link")):
+        os.symlink(target, work / name)
+    sha = commit_all(work)
+    assert "160000" in git(work / ".git", "ls-tree", sha, "sub").decode()  # a gitlink, as a submodule commits
+    calls = [ToolCall(n, a) for n, a in [
+        ("read", {"path": "srclink/main.rs"}), ("grep", {"pattern": "split", "path": "srclink/main.rs"}),
+        ("grep", {"pattern": "split", "path": "srclink"}), ("glob", {"pattern": "*", "path": "srclink"}),
+        ("read", {"path": "srclink"}), ("read", {"path": "srclink/nope.rs"}), ("read", {"path": "dangling.rs"}),
+        ("grep", {"pattern": "x", "path": "dangling.rs"}), ("read", {"path": "sub"}), ("read", {"path": "sub/lib.rs"}),
+        ("grep", {"pattern": "inner", "path": "sub"}), ("glob", {"pattern": "*", "path": "sub"}),
+        ("read", {"path": "cyc_a"}), ("grep", {"pattern": "x", "path": "cyc_a/x"}),
+        ("read", {"path": "etc_link/passwd"}), ("grep", {"pattern": "root", "path": "etc_link"}),
+    ]]
+    config = ToolConfig(timeout_s=5.0, store_root=str(tmp_path / "blobs"))
+    out = run_both(work / ".git", sha, calls, tmp_path, config)
+    assert_same(out, calls)
+    assert out["objects"][0].output == "     1\tfn main() { split_words(); }"
+    assert "root:" not in "".join(r.text() for r in out["objects"] + out["worktree"])
+
+
 def test_real_repository_same_answers_in_both_modes(tmp_path):
     from codegrep.data.shipped import snapshot_repos_dir
 

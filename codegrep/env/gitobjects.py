@@ -23,6 +23,7 @@ from codegrep.data.gitcmd import cat_file_batch, git, resolve_commit
 from codegrep.env.sandbox import SandboxError
 
 _LINK = "120000"
+_GITLINK = "160000"  # a submodule: an empty directory in a checkout
 _TREES: "OrderedDict[tuple[str, str], tuple[dict[str, tuple[str, str, int]], Listing]]" = OrderedDict()
 _TREES_LOCK = threading.Lock()
 _TREES_MAX = 64
@@ -42,7 +43,9 @@ def _tree(git_dir: Path, sha: str, store: BlobStore) -> tuple[dict[str, tuple[st
             mode, kind, blob, size = meta.decode().split()
             if kind == "blob":
                 entries[textops.display_path(raw)] = (mode, blob, int(size))
-    files = [p for p, (mode, _, _) in entries.items() if mode != _LINK]
+            elif mode == _GITLINK:
+                entries[textops.display_path(raw)] = (mode, blob, 0)
+    files = [p for p, (mode, _, _) in entries.items() if mode not in (_LINK, _GITLINK)]
     listing = Listing({p: store.relpath(entries[p][1]) for p in files}, {p: entries[p][2] for p in files})
     with _TREES_LOCK:
         _TREES[key] = (entries, listing)
@@ -85,17 +88,31 @@ class GitObjectEnvironment(ToolEnvironmentBase):
     def _prepare(self, names: list[str]) -> None:
         self.store.ensure((self.entries[n][1] for n in names), self._blob_sizes)  # sizes: a whole-blob check
 
-    def _canonical(self, rel: str, depth: int = 0) -> str:
-        entry = self.entries.get(rel)
-        if entry is None or entry[0] != _LINK:
-            return rel
-        target = self._cat(entry[1]).decode("utf-8", "replace")
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
-        if target.startswith("/") or resolved == ".." or resolved.startswith("../") or depth > 8:
-            raise SandboxError(f"path {rel!r} resolves outside the repository (symlink); refused")
-        if resolved == ".git" or resolved.startswith(".git/"):
-            raise SandboxError(f"path {rel!r} resolves into .git, which the tools do not serve")
-        return self._canonical(resolved, depth + 1)
+    def _canonical(self, rel: str, depth: int = 0, asked: str | None = None) -> str:
+        """``rel`` with every symlink on it resolved inside the tree, as ``realpath`` does in a checkout: a link
+        to a directory serves the files under it (``linkdir/a.py``), not only a link that names a file."""
+        asked = rel if asked is None else asked
+        parts = rel.split("/")
+        for i in range(1, len(parts) + 1):
+            head = "/".join(parts[:i])
+            entry = self.entries.get(head)
+            if entry is None or entry[0] != _LINK:
+                continue
+            target = self._cat(entry[1]).decode("utf-8", "replace")
+            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(head), target, *parts[i:]))
+            if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+                raise SandboxError(f"path {asked!r} resolves outside the repository (symlink); refused")
+            if depth > 40:  # a loop of links: realpath leaves it unresolved, so a checkout finds nothing there
+                raise ToolError(f"{asked} does not exist in the repository")
+            if resolved == ".git" or resolved.startswith(".git/"):
+                raise SandboxError(f"path {asked!r} resolves into .git, which the tools do not serve")
+            return self._canonical(resolved, depth + 1, asked)
+        return rel
+
+    def _exists(self, rel: str) -> bool:
+        """A directory a checkout has with no listed file: a submodule's, or one holding only symlinks."""
+        return rel == "." or (rel in self.entries and self.entries[rel][0] == _GITLINK) or \
+            any(p.startswith(rel + "/") for p in self.entries)
 
     def _cat(self, sha: str) -> bytes:
         with self._batch_lock:
@@ -110,14 +127,14 @@ class GitObjectEnvironment(ToolEnvironmentBase):
         return data[:-1]
 
     def _read_bytes(self, rel: str) -> bytes:
-        rel = self._canonical(rel)
-        if rel not in self.entries:
-            if any(p.startswith(rel + "/") for p in self.listing.names):
-                raise ToolError(f"{rel} is a directory; use glob to list its files")
-            raise ToolError(f"{rel} does not exist in the repository")
+        asked, rel = rel, self._canonical(rel)  # messages name the path asked for, as in a checkout
+        if rel not in self.entries or self.entries[rel][0] == _GITLINK:
+            if self._exists(rel):
+                raise ToolError(f"{asked} is a directory; use glob to list its files")
+            raise ToolError(f"{asked} does not exist in the repository")
         _, sha, size = self.entries[rel]
         if size > self.config.max_file_bytes:
-            raise ToolError(f"{rel} is too large to read ({size} bytes > {self.config.max_file_bytes})")
+            raise ToolError(f"{asked} is too large to read ({size} bytes > {self.config.max_file_bytes})")
         return self._cat(sha)
 
     def close(self) -> None:
