@@ -347,6 +347,27 @@ def test_copy_greps_keeps_globs_to_the_issues_file_names_and_submits_to_listed_f
     assert not torch.isinf(none_listed(submit + "sympy/")).any()
 
 
+def test_a_submit_may_copy_listed_names_with_spaces_brackets_or_parentheses(tmp_path):
+    """The files a copy-constrained submit may name (``shown_files``) left out a grep row or glob line whose name has
+    a space or Next.js' ``[id].tsx`` / ``(group)/``: the agent could not submit the file an observation listed."""
+    from codegrep.agent.constraints import shown_files
+    from codegrep.env.workdir import RepoToolEnvironment
+
+    names = ["app/(shop)/[id].tsx", "my notes/cart total.ts", "@scope/pkg/index.ts", "src/cart.ts", "bin/run"]
+    for rel in names:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("#!/bin/sh\n" if rel == "bin/run" else "export const cartTotal = 1;\n")
+    calls = ('<tool_call>{"name": "grep", "arguments": {"pattern": "cartTotal"}}</tool_call>'
+             '<tool_call>{"name": "glob", "arguments": {"pattern": "**/*"}}</tool_call>')
+    config = AgentConfig(max_turns=3, grep_view="files", rank_files=0)
+    with RepoToolEnvironment(tmp_path) as env:
+        observation = apply_turn(calls, 1, config, env.run_turn).observation
+    prompt = "Issue:\ncartTotal is wrong\n\nTurn 1 of 3." + calls + "\n" + observation
+    assert "my notes/cart total.ts (1 hit)" in observation and "\napp/(shop)/[id].tsx\n" in observation
+    assert sorted(shown_files(prompt)) == sorted(n for n in names if n != "bin/run"), observation  # a glob line
+    # is a path when it has an extension, as before
+
+
 def _tiny_lm():
     """A randomly initialised float64 Llama with grouped-query attention (4 query heads over 2 key/value heads) and a
     24-token vocabulary: float64 keeps a several-token step's logits equal to one-token steps' (no argmax flips)."""

@@ -523,6 +523,11 @@ def _defines(pattern: str, line: str) -> bool:
         return False
 _RANKED = "Files ranked by this turn's searches: "
 _FILE_ROW = re.compile(r"^(\S+) \(\d+ hits?")
+_HIT_LINE = re.compile(r"^([\w./-]+\.\w+)(?::\d+[:-]|$)")
+# Inside a grep or glob response: a row or a listed path whose name has characters beyond [\w./-] (a space,
+# Next.js' `[id].tsx` or `(group)/`, `@scope/`); names of only those characters match the two rules above alike.
+_SPACED_ROW = re.compile(r"^(\S.*?) \(\d+ hits?(?:, def)?\)$")
+_GLOB_LINE = re.compile(r"^(?!ERROR: )(\S(?:.*\S)?\.\w+)$")
 
 
 def shape_result(call: ToolCall, result: ToolResult, view: str = "lines") -> ToolResult:
@@ -606,13 +611,23 @@ def listed_files(observation: str) -> list[str]:
 
     >>> listed_files("<tool_response>\\ngrep pattern=\\"f\\"\\nb.py (2 hits, def)\\na.py (1 hit)\\n</tool_response>")
     ['b.py', 'a.py']
+    >>> listed_files("<tool_response>\\nglob pattern=\\"*\\"\\napp/(shop)/[id].tsx\\nmy notes.md\\n</tool_response>")
+    ['app/(shop)/[id].tsx', 'my notes.md']
     """
     out: dict[str, None] = {}
+    tool = None
     for line in observation.splitlines():
         if line.startswith(_RANKED):
             out.update(dict.fromkeys(ranked_lines(line)[0]))
             continue
-        m = _FILE_ROW.match(line) or re.match(r"^([\w./-]+\.\w+)(?::\d+[:-]|$)", line)
+        if line.startswith(("<tool_response>", "</tool_response>")):
+            tool = None
+            continue
+        if tool is None and line.startswith(("grep ", "glob ")):  # the call's header line
+            tool = line[:4]
+            continue
+        m = _FILE_ROW.match(line) or _HIT_LINE.match(line) or \
+            (tool == "grep" and _SPACED_ROW.match(line)) or (tool == "glob" and _GLOB_LINE.match(line))
         if m:
             out.setdefault(m.group(1), None)
     return list(out)
