@@ -501,6 +501,19 @@ def test_retrieve_in_a_bare_repository_without_commit_says_so(tmp_path, capsys):
     assert rc == 0 and out.split() == ["pkg/parser.py"], (out, err)
 
 
+def test_bench_ceiling_on_a_profile_without_train_tasks_says_so(tmp_path, capsys, monkeypatch):
+    """A profile whose one task file has no split: every task is in the eval pool, so none reaches train, and
+    ``bench ceiling`` ended in a ZeroDivisionError traceback (the baseline's P@1 over no task)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("CODEGREP_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "t.jsonl").write_text(jl(GOOD))
+    (tmp_path / "p.yaml").write_text(f"tasks: {{source: {tmp_path / 't.jsonl'}}}\n")
+    rc, out, err = run_cli(["bench", "ceiling", "--profile", str(tmp_path / "p.yaml"), "--tasks", "2"], capsys)
+    assert rc == 2 and not out.strip() and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("codegrep bench: error: ") and "p.yaml" in last and "train split" in last, err
+
+
 def test_tool_names_a_commit_that_is_not_there(tmp_path, capsys):
     """``tool --commit`` that the repository lacks is one line naming ``--commit``, not git's command line."""
     from conftest import commit_all

@@ -124,6 +124,12 @@ def profile_ceiling(cfg: dict[str, Any], n: int = 40, seed: int = 0, baseline: b
     from codegrep.data.default_set import task_kind
 
     tasks, resolver = whole_split_tasks(cfg)  # the whole split, as the demonstrations see it
+    if not tasks:  # the baseline's P@1 was a ZeroDivisionError
+        from codegrep.config import where
+        from codegrep.errors import UserError
+
+        raise UserError(f"{where(cfg, 'tasks')}: the train split has no task for the ceiling to play (a task of "
+                        "the eval split's pool never reaches train)")
     rng = random.Random(seed)
     real = [t for t in tasks if task_kind(t.repo) == "real"]
     other = [t for t in tasks if task_kind(t.repo) == "docstring"]
