@@ -106,6 +106,23 @@ def test_heuristic_puts_a_go_or_ts_definition_before_its_callers(defining, calli
     assert "(def)" in result.reasons[defining]
 
 
+@pytest.mark.parametrize("gold", ["src/components/CartTotal.vue", "lib/cart_total.dart", "src/cart-total.mjs",
+                                  "lib/cart/total.ex", "kernels/cart_total.cu"])
+@pytest.mark.parametrize("name", ["bm25", "grep-heuristic", "dense"])
+def test_source_files_of_other_languages_can_rank(name, gold, cache, tmp_path):
+    """A gold file in Vue, Dart, ES modules, Elixir or CUDA was never indexed (not a source suffix), so no
+    retriever could return it however plainly the issue named its code."""
+    repo = tmp_path / "shop"
+    (repo / gold).parent.mkdir(parents=True, exist_ok=True)
+    (repo / gold).write_text("cartTotalWithDiscount computes the cart total with the discount applied\n"
+                             "def cartTotalWithDiscount(items, discount) { return 0 }\n")
+    (repo / "src").mkdir(exist_ok=True)
+    (repo / "src" / "app.js").write_text("import { render } from './render';\nrender();\n")
+    task = Task("local__shop-1", "local/shop", "", "cartTotalWithDiscount ignores the discount on the cart total",
+                gold_files=[gold])
+    assert make_retriever(name).retrieve(task, repo).files[:1] == [gold]
+
+
 def test_random_in_a_repository_without_python_draws_its_source_files(cache, tmp_path):
     """The random floor fell back to every file (README, package.json, docs) where no ``.py`` file exists."""
     repo = tmp_path / "poly"

@@ -16,7 +16,9 @@ from codegrep.data.paths import is_test_path  # the one test-file rule (re-expor
 
 SOURCE_SUFFIXES = (".py", ".pyx", ".pxd", ".pyi", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".java", ".kt",
                    ".scala", ".js", ".jsx", ".ts", ".tsx", ".go", ".rs", ".rb", ".php", ".cs", ".swift", ".m",
-                   ".jl", ".r", ".lua", ".pl", ".sh", ".f", ".f90")
+                   ".jl", ".r", ".lua", ".pl", ".sh", ".f", ".f90", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte",
+                   ".dart", ".hs", ".ex", ".exs", ".erl", ".ml", ".mli", ".clj", ".cljs", ".groovy", ".kts", ".cu",
+                   ".cuh", ".zig", ".mm", ".hh", ".hxx")
 """Source-code suffixes indexed by default (docs, notebooks, data and config files are not)."""
 DOC_DIRS = ("doc", "docs")
 """Folders left out by default wherever they are (documentation trees, their ``conf.py`` and examples)."""
