@@ -211,6 +211,27 @@ def test_huge_file_refused_and_grep_still_answers(tmp_path):
     assert run(env, "grep", pattern="needle").output == "No matches found."  # skipped by --max-filesize
 
 
+@pytest.mark.parametrize("mode", ["dir", "objects"])
+def test_read_numbers_lines_as_grep_does(mode, tmp_path):
+    """A form feed (GNU-style page break), a vertical tab or a lone carriage return made ``read`` (str.splitlines)
+    start a new line where grep does not, so read at a grep hit's line number showed another line."""
+    work = tmp_path / "r"
+    work.mkdir()
+    source = b"import os\n\x0c\ndef first():\x0b pass\nold = 1\rnew = 2\ndef target():\r\n    return 1\n"
+    (work / "m.py").write_bytes(source)
+    sha = commit_all(work)
+    env = RepoToolEnvironment(work, ToolConfig()) if mode == "dir" else GitObjectEnvironment(work / ".git", sha,
+                                                                                             ToolConfig())
+    try:
+        hit = run(env, "grep", pattern="def target").output
+        number = int(hit.split(":")[1])
+        shown = run(env, "read", path="m.py", start_line=number, end_line=number).output
+        assert shown.endswith("\tdef target():"), (hit, shown)
+        assert run(env, "read", path="m.py").output.count("\n") == 5  # six lines, as `grep -c ''` counts them
+    finally:
+        env.close()
+
+
 def test_live_checkout_sees_uncommitted_files_but_not_ignored_or_git(tmp_path):
     work, _, _ = make_repo(tmp_path)
     (work / ".gitignore").write_text("venv/\n")

@@ -255,7 +255,7 @@ class ToolEnvironmentBase:
         data = self._read_bytes(rel)
         if textops.is_binary(data):
             raise ToolError(f"{rel} is a binary file ({len(data)} bytes); only text files can be read")
-        lines = data.decode("utf-8", errors="replace").splitlines()
+        lines = textops.text_lines(data)  # numbered as grep numbers them
         if not lines:
             return f"({rel} is empty)", False
         if start > len(lines):

@@ -113,6 +113,22 @@ def clip_line(line: str, max_chars: int) -> str:
     return line if len(line) <= max_chars else f"{line[:max_chars]} [... {len(line) - max_chars} more characters]"
 
 
+def text_lines(data: bytes) -> list[str]:
+    r"""A file's lines as grep numbers them: split at ``\n`` only (a ``\r`` before it dropped), so line N of a
+    ``read`` is the line a grep hit called N. ``str.splitlines`` also splits at form feeds, vertical tabs,
+    ``\x1c``-``\x1e``, ``\x85``, ``\u2028``/``\u2029`` and a lone ``\r``, which shifted every later line number.
+
+    >>> text_lines(b"a = 1\x0c\nb = 2\r\nc\n")
+    ['a = 1\x0c', 'b = 2', 'c']
+    >>> text_lines(b"x"), text_lines(b"")
+    (['x'], [])
+    """
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def numbered(lines: list[str], start: int, max_chars: int) -> list[str]:
     """``cat -n`` style lines: right-aligned number, a tab, the text.
 
