@@ -123,6 +123,17 @@ def test_source_files_of_other_languages_can_rank(name, gold, cache, tmp_path):
     assert make_retriever(name).retrieve(task, repo).files[:1] == [gold]
 
 
+def test_an_issue_naming_a_file_of_any_indexed_language_points_at_it():
+    """The mention rule listed its own suffixes, a subset of the indexed ones: an issue naming a Vue, Swift or
+    shell file did not point at it (BM25's mention boost never applied); it now follows the indexed suffixes."""
+    from codegrep.retrievers.query import mentioned_files
+
+    files = ["src/components/CartTotal.vue", "Sources/App/Cart.swift", "scripts/release.sh", "src/app.js"]
+    text = "The total in src/components/CartTotal.vue is wrong; Cart.swift too, and release.sh fails."
+    assert mentioned_files(text, files) == {"src/components/CartTotal.vue": 1.0, "Sources/App/Cart.swift": 1.0,
+                                            "scripts/release.sh": 1.0}
+
+
 def test_random_in_a_repository_without_python_draws_its_source_files(cache, tmp_path):
     """The random floor fell back to every file (README, package.json, docs) where no ``.py`` file exists."""
     repo = tmp_path / "poly"

@@ -81,7 +81,8 @@ def policy_from(config: object) -> FilePolicy:
 
 # ------------------------------------------------------------------------------------------ issue analysis
 
-_PATH = re.compile(r"[\w./\\-]*\w\.(?:py|pyx|pxd|pyi|c|h|cc|cpp|hpp|java|kt|js|jsx|ts|tsx|go|rs|rb|php|cs|jl)\b")
+_PATH = re.compile(r"[\w./\\-]*\w\.(?:" + "|".join(sorted((s[1:] for s in SOURCE_SUFFIXES), key=len, reverse=True))
+                   + r")\b")  # a path of any indexed language the issue names
 _FRAME = re.compile(r"File \"([^\"]+)\", line \d+, in (\w+)")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _CODE_ID = re.compile(r"\b(?:[A-Za-z_]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*)\b"
