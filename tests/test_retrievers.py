@@ -134,6 +134,16 @@ def test_an_issue_naming_a_file_of_any_indexed_language_points_at_it():
                                             "scripts/release.sh": 1.0}
 
 
+def test_episode_files_of_ids_that_differ_only_in_punctuation_do_not_collide(tmp_path):
+    """``a/b-1`` and ``a_b-1`` were both saved as ``a_b-1.json``: the second episode replaced the first."""
+    from codegrep.retrievers.agentic import AgentRetriever
+
+    agent = AgentRetriever({"policy": "scripted"}, episodes_dir=tmp_path)
+    paths = [agent.episode_path(Task(i, "o/r", "HEAD", "x")) for i in ("a/b-1", "a_b-1", "a b-1", "django__django-11099")]
+    assert len(set(paths)) == 4 and all(p.parent == tmp_path for p in paths)
+    assert paths[1].name == "a_b-1.json" and paths[3].name == "django__django-11099.json"  # clean ids: as before
+
+
 def test_random_in_a_repository_without_python_draws_its_source_files(cache, tmp_path):
     """The random floor fell back to every file (README, package.json, docs) where no ``.py`` file exists."""
     repo = tmp_path / "poly"

@@ -7,6 +7,7 @@ one batched generate per turn), the batches notebook 03 evaluates with (``codegr
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from contextlib import ExitStack
@@ -73,7 +74,10 @@ class AgentRetriever:
     def episode_path(self, task: Task) -> Path | None:
         if self.episodes_dir is None:
             return None
-        return self.episodes_dir / (re.sub(r"[^A-Za-z0-9_.-]+", "_", task.instance_id) + ".json")
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", task.instance_id)
+        if safe != task.instance_id:  # `a/b-1` and `a_b-1` would share one file: the raw id's digest tells them apart
+            safe += "-" + hashlib.sha1(task.instance_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        return self.episodes_dir / (safe + ".json")
 
     @property
     def batch_size(self) -> int:
