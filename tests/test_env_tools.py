@@ -278,3 +278,58 @@ def test_env_package_has_no_import_cycle():
     assert cycles == [], f"import cycles through {cycles}"
     importers = {m for m, deps in graph.items() if "tools" in deps}  # the wiring is used by entry points only
     assert importers <= {"commands", "bench"}, importers
+
+
+@pytest.mark.parametrize("mode", ["dir", "objects"])
+def test_timeout_and_capture_cap_bound_all_ripgrep_runs_of_one_grep(repo, mode, monkeypatch):
+    """A large repository's grep is split into several ripgrep runs (ARG_MAX); the call's ``timeout_s`` and
+    ``capture_bytes`` bound them together (each run used to get the whole timeout and cap, so a grep over a
+    repository of N chunks could run N x timeout_s and buffer N x capture_bytes)."""
+    from codegrep.env import repo_view
+
+    work, git_dir, sha = repo
+
+    def make(config):
+        return RepoToolEnvironment(work, config) if mode == "dir" else GitObjectEnvironment(git_dir, sha, config)
+
+    whole = make(ToolConfig())
+    expected = run(whole, "grep", pattern="parse_args").output
+    whole.close()
+    monkeypatch.setattr(repo_view, "_ARG_CHUNK_BYTES", 1)  # one file per ripgrep run
+    env = make(ToolConfig())
+    assert run(env, "grep", pattern="parse_args").output == expected  # same answer, run by run
+    env.close()
+
+    real, budgets = repo_view.run_capped, []
+
+    def three_seconds_each(cmd, cwd, timeout_s, cap_bytes, *args):
+        budgets.append(timeout_s)
+        cap = real(cmd, cwd, timeout_s, cap_bytes, *args)
+        cap.seconds = 3.0  # as if each run took 3 s of the call's 10 s
+        return cap
+
+    monkeypatch.setattr(repo_view, "run_capped", three_seconds_each)
+    env = make(ToolConfig(timeout_s=10.0))
+    result = run(env, "grep", pattern="parse_args")
+    assert not result.ok and result.error.startswith("timed out after 10s")
+    assert budgets == pytest.approx([10.0, 7.0, 4.0, 1.0])  # the 5th run would start past the deadline
+    env.close()
+
+    sizes = []
+
+    def measured(cmd, cwd, timeout_s, cap_bytes, *args):
+        cap = real(cmd, cwd, timeout_s, cap_bytes, *args)
+        sizes.append(len(cap.stdout))
+        return cap
+
+    monkeypatch.setattr(repo_view, "run_capped", measured)
+    env = make(ToolConfig())
+    run(env, "grep", pattern="parse_args")
+    env.close()
+    assert sum(s > 0 for s in sizes) >= 2 and max(sizes) < sum(sizes) - 1
+    monkeypatch.setattr(repo_view, "run_capped", real)
+    env = make(ToolConfig(capture_bytes=sum(sizes) - 1))  # every run fits; all of them together do not
+    result = run(env, "grep", pattern="parse_args")
+    assert result.truncated and "of more than" in result.output.splitlines()[-1]
+    assert len(result.output.splitlines()[:-1]) < len(expected.splitlines())  # the last hit was cut
+    env.close()

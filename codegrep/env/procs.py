@@ -48,6 +48,8 @@ class Captured:
     """The timeout fired and the whole process group was killed."""
     capped: bool = False
     """Output exceeded ``cap_bytes``; the process group was killed and the rest discarded."""
+    seconds: float = 0.0
+    """How long the process itself ran (from its start, after any wait for a slot, to its exit or kill)."""
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -71,6 +73,7 @@ def run_capped(cmd: list[str], cwd: Path | str | None, timeout_s: float, cap_byt
 
 
 def _run(cmd: list[str], cwd: Path | str | None, deadline: float, cap_bytes: int, stdin: bytes | None) -> Captured:
+    started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                             env={**os.environ, "LC_ALL": "C.UTF-8", "GIT_PAGER": "cat", "RIPGREP_CONFIG_PATH": ""})
@@ -110,4 +113,4 @@ def _run(cmd: list[str], cwd: Path | str | None, deadline: float, cap_bytes: int
     proc.stdout.close()
     proc.stderr.close()
     rc = None if (timed_out or capped) else proc.returncode
-    return Captured(bytes(out[:cap_bytes]), bytes(err[:4096]), rc, timed_out, capped)
+    return Captured(bytes(out[:cap_bytes]), bytes(err[:4096]), rc, timed_out, capped, time.monotonic() - started)

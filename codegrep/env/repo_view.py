@@ -161,15 +161,19 @@ class ToolEnvironmentBase:
         base += ["-e", pattern, "--"]
         chunks: dict[bytes, list[bytes]] = {}
         capped, i = False, 0
+        # a large repository needs several ripgrep runs (ARG_MAX): the call's timeout and capture cap bound all
+        # of them together, as they bound the one run of a smaller repository
+        left_s, left_bytes = cfg.timeout_s, cfg.capture_bytes
         while i < len(disks) and not capped:
             batch, size = [], 0
             while i < len(disks) and (not batch or size + len(disks[i]) < _ARG_CHUNK_BYTES):
                 batch.append(disks[i])
                 size += len(disks[i]) + 1
                 i += 1
-            cap = run_capped([*base, *batch], self._search_cwd(), cfg.timeout_s, cfg.capture_bytes)
-            if cap.timed_out:
+            cap = None if left_s <= 0 else run_capped([*base, *batch], self._search_cwd(), left_s, left_bytes)
+            if cap is None or cap.timed_out:
                 raise ToolError(f"timed out after {cfg.timeout_s:g}s; use a simpler pattern or a narrower path")
+            left_s, left_bytes = left_s - cap.seconds, left_bytes - len(cap.stdout)
             if cap.returncode not in (0, 1, None) and not cap.stdout:
                 msg = cap.stderr.decode("utf-8", "replace").strip()
                 raise ToolError(msg.replace(find_rg(), "rg")[:1000] or f"rg failed with status {cap.returncode}")
