@@ -333,3 +333,41 @@ def test_timeout_and_capture_cap_bound_all_ripgrep_runs_of_one_grep(repo, mode, 
     assert result.truncated and "of more than" in result.output.splitlines()[-1]
     assert len(result.output.splitlines()[:-1]) < len(expected.splitlines())  # the last hit was cut
     env.close()
+
+
+def test_first_grep_of_one_file_does_not_wait_for_the_whole_blob_store_fill(tmp_path, monkeypatch):
+    """Opening a commit in checkout-free mode starts filling the blob store in the background; a grep of one
+    file must wait for that file (and at most one batch in progress), not for every blob of the repository
+    (it used to wait on the store's lock for the whole fill: 3.6 s for one file of a 6,861-file repository)."""
+    import threading
+
+    from codegrep.env import blobstore
+
+    work = tmp_path / "work"
+    for i in range(40):
+        (work / f"pkg/m{i:02d}.py").parent.mkdir(parents=True, exist_ok=True)
+        (work / f"pkg/m{i:02d}.py").write_text(f"def f{i}():\n    return {i}\n")
+    sha = commit_all(work)
+    monkeypatch.setattr(blobstore, "WRITE_BATCH", 4, raising=False)
+    monkeypatch.setattr(blobstore, "_STORES", {})
+    real_write, first_batch_held = blobstore.BlobStore._write, threading.Event()
+
+    def write(self, shas):
+        if threading.current_thread().name == "codegrep-blobs" and not first_batch_held.is_set():
+            first_batch_held.set()  # the background fill is writing its first batch, holding the lock:
+            deadline = time.monotonic() + 10  # let the foreground grep queue up behind it
+            while time.monotonic() < deadline and not getattr(self, "foreground_waiting", lambda: 1)():
+                time.sleep(0.005)
+        return real_write(self, shas)
+
+    monkeypatch.setattr(blobstore.BlobStore, "_write", write)
+    env = GitObjectEnvironment(work / ".git", sha, ToolConfig(store_root=str(tmp_path / "blobs")))
+    assert first_batch_held.wait(10)
+    result = run(env, "grep", pattern="return", path="pkg/m39.py")
+    stored_then = sum(1 for p in (tmp_path / "blobs").rglob("*") if p.is_file() and p.name != ".lock")
+    blobstore.wait_background()
+    stored_after = sum(1 for p in (tmp_path / "blobs").rglob("*") if p.is_file() and p.name != ".lock")
+    env.close()
+    assert result.output == "pkg/m39.py:2:    return 39"
+    assert stored_after == 40
+    assert stored_then < 40  # the grep returned before the background fill had written everything

@@ -23,6 +23,8 @@ from codegrep.data.gitcmd import cat_file_batch
 _STORES: dict[tuple[str, str], "BlobStore"] = {}
 _STORES_LOCK = threading.Lock()
 _BACKGROUND: list[threading.Thread] = []
+WRITE_BATCH = 256
+"""Blobs written per hold of a store's lock (one ``git cat-file --batch`` each)."""
 
 
 def wait_background() -> None:
@@ -64,6 +66,14 @@ class BlobStore:
         self._lock = threading.Lock()
         self._started: set[str] = set()
         self._started_lock = threading.Lock()
+        self._waiting = 0  # foreground ensure() calls in progress; the background filling yields to them
+        self._waiting_lock = threading.Lock()
+        self._no_waiting = threading.Event()
+        self._no_waiting.set()
+
+    def foreground_waiting(self) -> int:
+        """How many foreground :meth:`ensure` calls (a grep waiting for its files) are in progress."""
+        return self._waiting
 
     @staticmethod
     def relpath(sha: str) -> bytes:
@@ -82,17 +92,38 @@ class BlobStore:
         path = self.dir / os.fsdecode(self.relpath(sha))
         return path.exists() and self._damaged(sha, size) is None
 
-    def ensure(self, shas: Iterable[str], sizes: Mapping[str, int] | None = None) -> int:
+    def ensure(self, shas: Iterable[str], sizes: Mapping[str, int] | None = None, background: bool = False) -> int:
         """Write every blob of ``shas`` not yet in the store; returns how many were written.
 
         ``sizes`` (the tree's blob sizes) is the cheap signal checked on each blob's first use in a process: a
         stored blob of another size (truncated on disk, or changed) is rewritten from git and one line on stderr
         says so. Blobs are written through a temp file and renamed only after their content hashes to ``sha``.
+        Blobs are written ``WRITE_BATCH`` at a time, the store's lock taken per batch; a ``background`` call (the
+        filling started when an environment opens) waits before each batch while a foreground call is in
+        progress, so a grep waits for its own missing files and at most one batch, not for the whole repository.
         """
         sizes = sizes or {}
         todo = [s for s in dict.fromkeys(shas) if s not in self._have]
         if not todo:
             return 0
+        if background:
+            return sum(self._ensure_batch(todo[i:i + WRITE_BATCH], sizes, wait=True)
+                       for i in range(0, len(todo), WRITE_BATCH))
+        with self._waiting_lock:
+            self._waiting += 1
+            self._no_waiting.clear()
+        try:
+            return sum(self._ensure_batch(todo[i:i + WRITE_BATCH], sizes)
+                       for i in range(0, len(todo), WRITE_BATCH))
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
+                if not self._waiting:
+                    self._no_waiting.set()
+
+    def _ensure_batch(self, todo: list[str], sizes: Mapping[str, int], wait: bool = False) -> int:
+        if wait:
+            self._no_waiting.wait()
         with self._lock:
             todo = [s for s in todo if s not in self._have]
             damaged = {s: d for s in todo if (d := self._damaged(s, sizes.get(s))) is not None}
@@ -127,7 +158,7 @@ class BlobStore:
 
     def _quiet_ensure(self, shas: list[str], sizes: Mapping[str, int] | None) -> None:
         try:
-            self.ensure(shas, sizes)
+            self.ensure(shas, sizes, background=True)
         except Exception:  # the foreground ensure() of the first grep retries and reports
             pass
 
