@@ -357,3 +357,32 @@ def test_bm25_index_with_content_cache_equals_a_cold_build(tmp_path, monkeypatch
     for key in ("data", "indices", "indptr"):
         assert np.array_equal(warm.model.scores[key], cold.model.scores[key])
     assert warm.vocab == cold.vocab
+
+
+def test_issue_path_patterns_find_what_the_quadratic_patterns_found():
+    """The path patterns that read an issue (``query._PATH``: bm25's mention boost; ``heuristic._PATH``: the grep
+    heuristic's and the agent's terms) were quadratic in the length of a run of path characters (a 20,000-character
+    hex dump took 5 s per retrieval; the timing is ``codegrep retrieve`` in the commit, not a test); anchored at
+    the start of a run they must return exactly what the old patterns returned: on the shipped real issues and on
+    random texts made of path pieces."""
+    import gzip
+    import random
+
+    from codegrep.config import project_root
+    from codegrep.retrievers import heuristic, query
+
+    lookbehind = r"(?<![\w./\\-])"
+    assert query._PATH.pattern.startswith(lookbehind)
+    old_query = re.compile(query._PATH.pattern[len(lookbehind):])  # the same suffixes, unanchored
+    old_heuristic = re.compile(r"\b[\w./-]+\.(?:py|pyx|pyi|js|ts|java|go|rs|c|h|cpp|rb|cfg|toml|yaml|yml|json|md|rst)\b")
+    texts = []
+    for name in ("swebench_verified.jsonl.gz", "swebench_lite.jsonl.gz"):
+        with gzip.open(project_root() / "data" / "swebench" / name, "rt") as fh:
+            texts += [json.loads(line)["problem_statement"] for line in fh]
+    rng = random.Random(0)
+    pieces = ["a", "Z", "_", "9", "é", ".", "/", "-", "\\", " ", "\n", ":", "(", '"', ".py", ".pyx", ".c", ".json", "py",
+              "x.py", "./", "../", "-.", "pkg/mod.py", "C:\\x\\y.py", ".h5", ".pyc", "s.rst"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 60))) for _ in range(20_000)]
+    for text in texts:
+        assert query._PATH.findall(text) == old_query.findall(text), text
+        assert heuristic._PATH.findall(text) == old_heuristic.findall(text), text

@@ -25,7 +25,10 @@ from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import STOPWORDS
 from codegrep.retrievers.query import DOC_DIRS, SOURCE_SUFFIXES, mentioned_files, policy_from
 
-_PATH = re.compile(r"\b[\w./-]+\.(?:py|pyx|pyi|js|ts|java|go|rs|c|h|cpp|rb|cfg|toml|yaml|yml|json|md|rst)\b")
+# Tried only where a run of path characters starts, past its leading ``./-`` (the group is what ``findall`` returns):
+# the same matches as ``\b[\w./-]+\.(?:...)\b``, whose leftmost greedy match is the only one in its run, in linear
+# instead of quadratic time (a 20,000-character hex dump in an issue took seconds).
+_PATH = re.compile(r"(?<![\w./-])[./-]*(\b[\w./-]+\.(?:py|pyx|pyi|js|ts|java|go|rs|c|h|cpp|rb|cfg|toml|yaml|yml|json|md|rst)\b)")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _CAMEL = re.compile(r"\b[A-Z]?[a-z0-9]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b")
 _SNAKE = re.compile(r"\b_*[A-Za-z][A-Za-z0-9]*_\w+\b")
