@@ -371,3 +371,43 @@ def test_first_grep_of_one_file_does_not_wait_for_the_whole_blob_store_fill(tmp_
     assert result.output == "pkg/m39.py:2:    return 39"
     assert stored_after == 40
     assert stored_then < 40  # the grep returned before the background fill had written everything
+
+
+def test_parallel_calls_of_a_turn_share_one_listing_of_a_live_checkout(repo, monkeypatch):
+    """A live checkout is re-listed (``rg --files`` over the whole tree) when its listing is stale; the parallel
+    calls of a turn used to start one listing each (8 listings of a 6,861-file tree per turn: 650 ms a turn, 360 ms
+    with one). Their answers are unchanged."""
+    import threading
+
+    from codegrep.env import workdir
+    from codegrep.env.procs import Captured
+
+    real, listings = workdir.run_capped, []
+
+    def slow_listing(cmd, *args):
+        if "--files" in cmd:
+            listings.append(threading.get_ident())
+            time.sleep(0.3)  # a large tree: every call of the turn arrives while the first listing runs
+        return real(cmd, *args)
+
+    calls = [ToolCall("grep", {"pattern": "parse_args"}), ToolCall("glob", {"pattern": "*.py"}),
+             ToolCall("read", {"path": "src/app/core.py"}), ToolCall("grep", {"pattern": "Engine"})] * 2
+    expected = [r.output for r in RepoToolEnvironment(repo[0], snapshot=False).run_turn(calls)]
+    monkeypatch.setattr(workdir, "run_capped", slow_listing)
+    env = RepoToolEnvironment(repo[0], ToolConfig(workers=8), snapshot=False)
+    assert [r.output for r in env.run_turn(calls)] == expected
+    env.close()
+    assert len(listings) == 1
+
+    def failing_listing(cmd, *args):
+        listings.append(threading.get_ident())
+        time.sleep(0.3)
+        return Captured(b"", b"", None, timed_out=True)
+
+    listings.clear()
+    monkeypatch.setattr(workdir, "run_capped", failing_listing)
+    env = RepoToolEnvironment(repo[0], ToolConfig(workers=8), snapshot=False)
+    results = env.run_turn(calls)
+    env.close()
+    assert all(not r.ok and "listing the repository timed out" in r.error for r in results)
+    assert len(listings) == 1  # the calls that waited for the failed listing share its answer

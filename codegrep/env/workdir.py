@@ -5,7 +5,8 @@ worktree is a committed snapshot, so every committed file is listed (``--no-igno
 same files as in checkout-free mode, including committed files that match ``.gitignore``); a live
 checkout (``snapshot=False``, the MCP server) applies its ignore files so virtualenvs and build outputs
 stay out, and is re-listed when its listing is older than ``LIVE_LISTING_TTL_S`` because it changes (one
-listing serves all the lookups of one tool call, not one listing per file). An explicit path is checked with
+listing serves all the lookups of one tool call, not one listing per file, and the parallel calls of a turn wait
+for one listing instead of each starting its own). An explicit path is checked with
 :func:`codegrep.env.sandbox.resolve_inside` first.
 """
 from __future__ import annotations
@@ -46,12 +47,34 @@ class RepoToolEnvironment(ToolEnvironmentBase):
         self._cached: Listing | None = None
         self._listed_at = 0.0
         self._lock = threading.Lock()
+        self._listing_lock = threading.Lock()
+        self._failed: tuple[float, str] | None = None  # when the last listing failed, and why
 
-    def _listing(self) -> Listing:
+    def _fresh(self) -> Listing | None:
         with self._lock:
             if self._cached is not None and (self.snapshot or
                                              time.monotonic() - self._listed_at < LIVE_LISTING_TTL_S):
                 return self._cached
+        return None
+
+    def _listing(self) -> Listing:
+        fresh = self._fresh()
+        if fresh is not None:
+            return fresh
+        asked = time.monotonic()
+        with self._listing_lock:  # one listing at a time: the parallel calls of a turn share it
+            fresh = self._fresh()
+            if fresh is not None:
+                return fresh
+            if self._failed is not None and self._failed[0] >= asked:  # the listing this call waited for failed:
+                raise ToolError(self._failed[1])                      # its answer, not a second wait
+            try:
+                return self._list()
+            except ToolError as exc:
+                self._failed = (time.monotonic(), str(exc))
+                raise
+
+    def _list(self) -> Listing:
         cmd = [self.rg, "--no-config", "--files", "--null", "--hidden", "--glob=!.git"]
         cmd += ["--no-ignore"] if self.snapshot else []
         cap = run_capped(cmd, self.root, self.config.timeout_s, 1 << 62)
