@@ -411,3 +411,31 @@ def test_parallel_calls_of_a_turn_share_one_listing_of_a_live_checkout(repo, mon
     env.close()
     assert all(not r.ok and "listing the repository timed out" in r.error for r in results)
     assert len(listings) == 1  # the calls that waited for the failed listing share its answer
+
+
+def test_cached_tree_listings_are_bounded_by_files_not_only_by_commits(tmp_path, monkeypatch):
+    """Checkout-free mode caches the listing of the last 64 commits it opened; each costs about 0.6 KB per file,
+    so on a large repository the cache is bounded by its files in all too (it kept 64 commits whatever their size).
+    The answers do not depend on it."""
+    from codegrep.env import gitobjects
+
+    work = tmp_path / "work"
+    shas = []
+    for i in range(4):
+        for j in range(10):
+            (work / f"pkg{i}/m{j}.py").parent.mkdir(parents=True, exist_ok=True)
+            (work / f"pkg{i}/m{j}.py").write_text(f"X = {i}\n")
+        shas.append(commit_all(work))  # 10, 20, 30, 40 files
+    monkeypatch.setattr(gitobjects, "_TREES", gitobjects.OrderedDict())
+    monkeypatch.setattr(gitobjects, "_TREES_MAX_FILES", 60, raising=False)
+    store = tmp_path / "blobs"
+    answers = []
+    for sha in shas:
+        env = GitObjectEnvironment(work / ".git", sha, ToolConfig(store_root=str(store)))
+        answers.append(run(env, "glob", pattern="**/m0.py").output)
+        env.close()
+    assert [len(entries) for entries, _ in gitobjects._TREES.values()] == [40]  # 30 + 40 > 60: only the newest
+    assert answers[-1] == "pkg0/m0.py\npkg1/m0.py\npkg2/m0.py\npkg3/m0.py"
+    env = GitObjectEnvironment(work / ".git", shas[0], ToolConfig(store_root=str(store)))  # listed again
+    assert run(env, "glob", pattern="**/m0.py").output == answers[0] == "pkg0/m0.py"
+    env.close()
