@@ -107,7 +107,8 @@ def test_hostile_repository_same_answers_in_both_modes(tmp_path):
     assert got[("read", str({"path": "caf\\xe9.py"}))].output == "     1\tneedle = 'latin-1 name'"
     assert "too large" in got[("read", str({"path": "huge.txt"}))].error
     needle = got[("grep", str({"pattern": "needle"}))].output
-    assert "huge.txt" not in needle and "long_line.txt:1:" in needle and "bin.dat" not in needle
+    assert "huge.txt:" not in needle and "long_line.txt:1:" in needle and "bin.dat" not in needle
+    assert "[not searched (over 6000000 bytes): huge.txt]" in needle.splitlines()  # skipped, and it says so
     assert "odd\\nname.py:1:" in needle and "dup_a.py:2:" in needle and "dup_b.py:2:" in needle
     for pattern in ("(a+)+$", "(a|aa)*b", "(x+x+)+y"):  # ripgrep's engine does not backtrack: fast in both
         for mode in ("worktree", "objects"):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from codegrep.agent.protocol import shape_result
 from codegrep.env.gitobjects import GitObjectEnvironment
 from codegrep.env.procs import run_capped
 from codegrep.env.tools import RepoToolEnvironment, ToolCall, ToolConfig, tool_schemas
@@ -206,9 +207,18 @@ def test_harmless_hostile_input_shows_nothing_outside(env, name, arguments):
 
 def test_huge_file_refused_and_grep_still_answers(tmp_path):
     (tmp_path / "big.txt").write_bytes(b"needle\n" * 300_000)
+    (tmp_path / "small.txt").write_text("needle\n")
+    (tmp_path / "two.txt").write_text("needle\n")
     env = RepoToolEnvironment(tmp_path, ToolConfig(max_file_bytes=1_000_000))
     assert "too large" in run(env, "read", path="big.txt").error
-    assert run(env, "grep", pattern="needle").output == "No matches found."  # skipped by --max-filesize
+    note = "[not searched (over 1000000 bytes): big.txt]"  # it said "No matches found." of a file it never read
+    assert run(env, "grep", pattern="needle", path="big.txt").output == f"No matches found.\n{note}"
+    assert run(env, "grep", pattern="needle").output == f"small.txt:1:needle\ntwo.txt:1:needle\n{note}"
+    capped = RepoToolEnvironment(tmp_path, ToolConfig(max_file_bytes=1_000_000, max_output_lines=1))
+    assert run(capped, "grep", pattern="needle").output.splitlines() == [  # the truncation note stays last
+        "small.txt:1:needle", note, "[... truncated: showing 1 of 2 lines; narrow the pattern, path or include]"]
+    files_view = shape_result(ToolCall("grep", {"pattern": "needle"}), run(env, "grep", pattern="needle"), "files")
+    assert files_view.output == f"small.txt (1 hit)\ntwo.txt (1 hit)\n{note}"
 
 
 @pytest.mark.parametrize("mode", ["dir", "objects"])

@@ -230,13 +230,19 @@ class ToolEnvironmentBase:
         if not files:
             return "No matches found.", False
         lines, capped = self._grep_lines(pattern, files, bool_arg(ignore_case, "ignore_case"), ctx)
+        skipped = [f for f in files if self._size(f) > cfg.max_file_bytes]  # say so: not "no matches" in them
+        note = textops.skipped_note(skipped, cfg.max_file_bytes, cfg.max_line_chars) if skipped else ""
         if not lines:
-            return "No matches found.", False
+            return "No matches found." + (f"\n{note}" if note else ""), False
         lines = [textops.clip_line(line, cfg.max_line_chars) for line in lines]
         # when the raw output hit the capture cap, the total is unknown: say so the same way in both modes
-        return textops.cap_lines(lines, cfg.max_output_lines, cfg.max_output_bytes,
-                                 total=min(len(lines), cfg.max_output_lines) if capped else None, more=capped,
-                                 what="lines", hint="narrow the pattern, path or include")
+        text, truncated = textops.cap_lines(lines, cfg.max_output_lines, cfg.max_output_bytes,
+                                            total=min(len(lines), cfg.max_output_lines) if capped else None,
+                                            more=capped, what="lines", hint="narrow the pattern, path or include")
+        if note:  # before the truncation note, which stays the last line
+            head, _, tail = text.rpartition("\n") if truncated else (text, "", "")
+            text = "\n".join(p for p in (head, note, tail) if p)
+        return text, truncated
 
     def _tool_glob(self, pattern=None, path=None) -> tuple[str, bool]:
         pattern = check_glob(pattern)

@@ -80,6 +80,22 @@ def cap_lines(lines: list[str], max_lines: int, max_bytes: int, total: int | Non
     return "\n".join(kept + [note]), True
 
 
+SKIPPED_PREFIX = "[not searched (over "
+
+
+def skipped_note(names: list[str], max_bytes: int, max_chars: int = 400) -> str:
+    """The line a grep adds when files it was asked to search are over ``max_file_bytes`` (it would otherwise say
+    "No matches found." of a file it never read).
+
+    >>> skipped_note(["data/big.json"], 8_000_000)
+    '[not searched (over 8000000 bytes): data/big.json]'
+    >>> skipped_note(["a", "b", "c", "d", "e"], 10)
+    '[not searched (over 10 bytes): a, b, c and 2 more]'
+    """
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return clip_line(f"{SKIPPED_PREFIX}{max_bytes} bytes): {shown}]", max_chars)
+
+
 def fit_bytes(lines: list[str], max_bytes: int) -> list[str]:
     """The longest prefix of ``lines`` whose newline-joined UTF-8 size fits ``max_bytes``.
 
