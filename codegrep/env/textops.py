@@ -28,7 +28,8 @@ def glob_to_regex(pattern: str) -> re.Pattern:
     while i < len(pat):
         c = pat[i]
         if pat.startswith("**/", i):
-            out.append("(?:.*/)?")
+            if not out or out[-1] != "(?:.*/)?":  # `**/**/` is `**/`: repeats would backtrack polynomially
+                out.append("(?:.*/)?")
             i += 3
             continue
         if pat.startswith("**", i):
