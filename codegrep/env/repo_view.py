@@ -224,9 +224,9 @@ class ToolEnvironmentBase:
         ctx = int_arg(context, "context", 0, cfg.max_context) or 0
         files = self._files(rel)
         if include:
-            keep, negate, prefix = textops.glob_to_regex(include.lstrip("!")), include.startswith("!"), rel + "/"
-            files = [f for f in files if bool(keep.match(f[len(prefix):] if rel and f.startswith(prefix) else f))
-                     != negate]
+            keep, negate = textops.glob_to_regex(include.lstrip("!")), include.startswith("!")
+            kept = set(self._matching(keep, files, rel + "/" if rel else ""))
+            files = [f for f in files if (f in kept) != negate]
         if not files:
             return "No matches found.", False
         lines, capped = self._grep_lines(pattern, files, bool_arg(ignore_case, "ignore_case"), ctx)
@@ -244,12 +244,23 @@ class ToolEnvironmentBase:
             text = "\n".join(p for p in (head, note, tail) if p)
         return text, truncated
 
+    def _matching(self, regex: re.Pattern, files: list[str], prefix: str) -> list[str]:
+        """``files`` whose path (below ``prefix`` when under it) a compiled glob matches, within ``timeout_s``:
+        Python's ``re`` backtracks, and some globs (``**/?**/?**/...``) are slow on every path of a large tree."""
+        deadline, out = time.monotonic() + self.config.timeout_s, []
+        for f in files:
+            if time.monotonic() >= deadline:
+                raise ToolError(f"timed out after {self.config.timeout_s:g}s; use a simpler pattern or a narrower path")
+            if regex.match(f[len(prefix):] if prefix and f.startswith(prefix) else f):
+                out.append(f)
+        return out
+
     def _tool_glob(self, pattern=None, path=None) -> tuple[str, bool]:
         pattern = check_glob(pattern)
         rel = self._path_arg(path)
         regex = textops.glob_to_regex(pattern)
         prefix = rel + "/" if rel else ""
-        hits = [f for f in self._files(rel) if regex.match(f[len(prefix):] if f.startswith(prefix) else f)]
+        hits = self._matching(regex, self._files(rel), prefix)
         if not hits:
             return "No files matched.", False
         return textops.cap_lines(hits, self.config.max_glob_results, self.config.max_output_bytes,
