@@ -19,6 +19,7 @@ validated at the edge -- also a bug, to be fixed by validating there (``codegrep
 """
 from __future__ import annotations
 
+import errno
 import linecache
 import os
 import re
@@ -79,6 +80,31 @@ def damaged_file(path: "str | os.PathLike", exc: BaseException, fix: str) -> Use
 
     >>> print(damaged_file("m/model.safetensors", ValueError("header too short"), "delete m to rebuild it"))
     m/model.safetensors: damaged or truncated (ValueError: header too short); delete m to rebuild it
+
+    A full disk is said as such, not as damage (deleting a good file would not help):
+
+    >>> import errno
+    >>> print(damaged_file("m", OSError(errno.ENOSPC, "No space left on device"), "delete m to rebuild it"))
+    m: could not be read: no space left on device (OSError: [Errno 28] No space left on device); free disk space and rerun (the file itself may be fine)
     """
     reason = " ".join(str(exc).split())[:200]
+    if _disk_full(exc):
+        return UserError(f"{path}: could not be read: no space left on device ({type(exc).__name__}: {reason}); "
+                         "free disk space and rerun (the file itself may be fine)")
     return UserError(f"{path}: damaged or truncated ({type(exc).__name__}: {reason}); {fix}")
+
+
+def _disk_full(exc: BaseException | None) -> bool:
+    """Whether ``exc`` or an exception it was raised from is a full disk (or quota).
+
+    >>> import errno; _disk_full(RuntimeError("x")), _disk_full(OSError(errno.EDQUOT, "quota"))
+    (False, True)
+    """
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(exc):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
