@@ -149,10 +149,11 @@ class ToolEnvironmentBase:
 
     def _grep_lines(self, pattern: str, files: list[str], ignore_case: bool, context: int) -> tuple[list[str], bool]:
         """``path:line:text`` (context ``path-line-text``, groups split by ``--``) for ``files``, in order;
-        and whether the raw output was cut (the cap) before all files were searched."""
+        and whether the raw output was cut (the cap) before all files were searched. ``files`` are at most
+        ``max_file_bytes`` each (:meth:`_tool_grep` leaves the others out: ripgrep ignores --max-filesize for
+        explicit paths)."""
         listing, cfg = self._listing(), self.config
-        files = [f for f in files if self._size(f) <= cfg.max_file_bytes]  # ripgrep ignores --max-filesize
-        self._prepare(files)                                                 # for explicit paths
+        self._prepare(files)
         disks = list(dict.fromkeys(listing.disk[f] for f in files))
         base = [find_rg(), "--no-config", "--color=never", "--no-heading", "--with-filename", "--null",
                 "--line-number", "--no-ignore", "--hidden", "--threads=1", f"--max-columns={cfg.max_line_chars}", "--max-columns-preview"]
@@ -229,8 +230,10 @@ class ToolEnvironmentBase:
             files = [f for f in files if (f in kept) != negate]
         if not files:
             return "No matches found.", False
-        lines, capped = self._grep_lines(pattern, files, bool_arg(ignore_case, "ignore_case"), ctx)
-        skipped = [f for f in files if self._size(f) > cfg.max_file_bytes]  # say so: not "no matches" in them
+        searched, skipped = [], []  # files over max_file_bytes are not searched; say so: not "no matches" in them
+        for f in files:
+            (searched if self._size(f) <= cfg.max_file_bytes else skipped).append(f)
+        lines, capped = self._grep_lines(pattern, searched, bool_arg(ignore_case, "ignore_case"), ctx)
         note = textops.skipped_note(skipped, cfg.max_file_bytes, cfg.max_line_chars) if skipped else ""
         if not lines:
             return "No matches found." + (f"\n{note}" if note else ""), False
