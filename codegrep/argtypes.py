@@ -63,3 +63,26 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
     return value
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+               "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
+
+
+def byte_size(text: str) -> int:
+    """argparse type: a size in bytes, with an optional unit (``500M``, ``5G``, ``1.5GB``, ``2GiB``; decimal units).
+
+    >>> byte_size("5G"), byte_size("1.5 mb"), byte_size("2GiB"), byte_size("0")
+    (5000000000, 1500000, 2147483648, 0)
+    >>> byte_size("5 parsecs")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a size such as 500M, 5G or 1.5GB, got '5 parsecs'
+    """
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"must be a size such as 500M, 5G or 1.5GB, got {text!r}")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "codegrep.serve.commands",       # mcp; bench mcp
     "codegrep.pipeline",             # reproduce
     "codegrep.report",               # report
+    "codegrep.cache",                # cache info|prune
 )
 
 

@@ -374,9 +374,9 @@ def test_first_grep_of_one_file_does_not_wait_for_the_whole_blob_store_fill(tmp_
     env = GitObjectEnvironment(work / ".git", sha, ToolConfig(store_root=str(tmp_path / "blobs")))
     assert first_batch_held.wait(10)
     result = run(env, "grep", pattern="return", path="pkg/m39.py")
-    stored_then = sum(1 for p in (tmp_path / "blobs").rglob("*") if p.is_file() and p.name != ".lock")
+    stored_then = sum(1 for p in (tmp_path / "blobs").rglob("*") if p.is_file() and p.name not in (".lock", blobstore.SOURCE_FILE))
     blobstore.wait_background()
-    stored_after = sum(1 for p in (tmp_path / "blobs").rglob("*") if p.is_file() and p.name != ".lock")
+    stored_after = sum(1 for p in (tmp_path / "blobs").rglob("*") if p.is_file() and p.name not in (".lock", blobstore.SOURCE_FILE))
     env.close()
     assert result.output == "pkg/m39.py:2:    return 39"
     assert stored_after == 40

@@ -30,6 +30,8 @@ from typing import Callable
 
 import pytest
 
+from codegrep.env.blobstore import SOURCE_FILE
+
 ROOT = Path(__file__).resolve().parent.parent
 T = "{tmp}"
 GOOD = {"instance_id": "o__n-1", "repo": "o/n", "base_commit": "a" * 40, "problem_statement": "x",
@@ -77,8 +79,8 @@ def git_repo(path: Path) -> Path:
 
 
 def blob_files(tmp: Path) -> list[Path]:
-    return sorted(p for p in (tmp / "cache" / "blobs").rglob("*") if p.is_file() and p.name != ".lock"
-                  and p.stat().st_size > 40)
+    return sorted(p for p in (tmp / "cache" / "blobs").rglob("*")
+                  if p.is_file() and p.name not in (".lock", SOURCE_FILE) and p.stat().st_size > 40)
 
 
 def worktree_file(tmp: Path, rel: str) -> Path:
@@ -546,7 +548,8 @@ def test_truncated_blob_is_detected_and_repaired_on_the_next_run(tmp_path, monke
 
     first = grep()
     assert "src/a.py:1" in first
-    blob = max((p for p in store.rglob("*") if p.is_file() and p.name != ".lock"), key=lambda p: p.stat().st_size)
+    blob = max((p for p in store.rglob("*") if p.is_file() and p.name not in (".lock", SOURCE_FILE)),
+               key=lambda p: p.stat().st_size)
     whole = blob.read_bytes()
     os.truncate(blob, 10)
     capsys.readouterr()

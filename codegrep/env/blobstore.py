@@ -19,12 +19,15 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from codegrep.data.gitcmd import cat_file_batch
+from codegrep.files import write_atomic
 
 _STORES: dict[tuple[str, str], "BlobStore"] = {}
 _STORES_LOCK = threading.Lock()
 _BACKGROUND: list[threading.Thread] = []
 WRITE_BATCH = 256
 """Blobs written per hold of a store's lock (one ``git cat-file --batch`` each)."""
+SOURCE_FILE = "repository"
+"""A store's file naming the git dir it copies (blobs live in two-hex-digit directories beside it)."""
 
 
 def wait_background() -> None:
@@ -62,6 +65,9 @@ class BlobStore:
         self.git_dir = git_dir
         self.dir = root / hashlib.sha1(str(git_dir).encode()).hexdigest()[:10]
         self.dir.mkdir(parents=True, exist_ok=True)
+        source = self.dir / SOURCE_FILE
+        if not source.exists():  # names the repository for ``codegrep cache`` (a store whose repository is gone)
+            write_atomic(source, str(git_dir))
         self._have: set[str] = set()
         self._lock = threading.Lock()
         self._started: set[str] = set()

@@ -245,6 +245,14 @@ class WorktreePool:
         """Remove every worktree nobody holds (held ones stay)."""
         return self.evict(max_worktrees=0, max_bytes=0)
 
+    def remove(self, key: str) -> bool:
+        """Remove one worktree unless someone holds it; True when it is gone (``codegrep cache prune``)."""
+        with self._global():
+            entry = next((e for e in self.entries() if e["key"] == key), None)
+            if entry is None:
+                return not (self.root / key).exists()
+            return self._try_remove(key, Path(entry["git_dir"]))
+
     def _try_remove(self, key: str, git_dir: Path | None) -> bool:
         lock = _Flock(self.root / f"{key}.lock")
         if not lock.lock(fcntl.LOCK_EX | fcntl.LOCK_NB):
