@@ -34,6 +34,7 @@ from typing import Any, Iterable
 from codegrep.argtypes import byte_size, non_negative_float
 from codegrep.config import cache_dir
 from codegrep.errors import UserError
+from codegrep.files import tree_usage
 
 KINDS: dict[str, str] = {
     "worktrees": "detached git worktrees of (repository, commit), capped by the pool",
@@ -71,33 +72,6 @@ class Entry:
     """Newest modification time inside it (seconds since the epoch)."""
     orphan: bool = False
     """A blob store whose repository no longer exists (its ``repository`` file names a missing git dir)."""
-
-
-def _walk(path: Path) -> tuple[int, float]:
-    """(bytes, newest mtime) of a file or a directory tree; tolerant of entries vanishing meanwhile."""
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return 0, 0.0
-    if not path.is_dir() or path.is_symlink():
-        return st.st_size, st.st_mtime
-    total, newest, stack = 0, st.st_mtime, [str(path)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as it:
-                for item in it:
-                    try:
-                        info = item.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    newest = max(newest, info.st_mtime)
-                    if item.is_dir(follow_symlinks=False):
-                        stack.append(item.path)
-                    else:
-                        total += info.st_size
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-    return total, newest
 
 
 def _kind_dirs(root: Path) -> dict[str, Path]:
@@ -139,7 +113,7 @@ def entries(root: Path | None = None) -> list[Entry]:
         for child in sorted(directory.iterdir()):
             if child.name.startswith(".") or child.name.endswith(".lock"):
                 continue  # hidden work files and lock files are not entries
-            size, modified = _walk(child)
+            size, modified = tree_usage(child)
             orphan = kind == "blobs" and child.is_dir() and _orphan_store(child)
             out.append(Entry(kind, child.name, str(child), size, modified, orphan))
     return sorted(out, key=lambda e: (e.modified, e.kind, e.name))

@@ -196,6 +196,34 @@ def write_atomic(path: "str | os.PathLike", data: "str | bytes") -> Path:
     return Path(path)
 
 
+def tree_usage(path: Path) -> tuple[int, float]:
+    """(bytes, newest mtime) of a file or a directory tree, links not followed; entries vanishing meanwhile are
+    passed over (a cache being pruned or filled by another process)."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return 0, 0.0
+    if not path.is_dir() or path.is_symlink():
+        return st.st_size, st.st_mtime
+    total, newest, stack = 0, st.st_mtime, [str(path)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for item in it:
+                    try:
+                        info = item.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    newest = max(newest, info.st_mtime)
+                    if item.is_dir(follow_symlinks=False):
+                        stack.append(item.path)
+                    else:
+                        total += info.st_size
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return total, newest
+
+
 # ------------------------------------------------------------------------------- parsers with a depth limit
 
 

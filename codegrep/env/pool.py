@@ -26,21 +26,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from codegrep.data.gitcmd import git, resolve_commit
-from codegrep.files import write_atomic
+from codegrep.files import tree_usage, write_atomic
 
 logger = logging.getLogger(__name__)
-
-
-def _tree_bytes(path: Path) -> int:
-    total, stack = 0, [str(path)]
-    while stack:
-        with os.scandir(stack.pop()) as it:
-            for entry in it:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                else:
-                    total += entry.stat(follow_symlinks=False).st_size
-    return total
 
 
 class _Flock:
@@ -176,10 +164,12 @@ class WorktreePool:
             return "has an unreadable .ready marker"
         if not isinstance(expected, int):
             return None  # a marker from before sizes were recorded: nothing to compare
+        if not (self.root / key).is_dir():
+            return "is missing"
         try:
-            have = _tree_bytes(self.root / key)
+            have = tree_usage(self.root / key)[0]
         except OSError:
-            return "is missing or unreadable"
+            return "is unreadable"
         return None if have == expected else f"holds {have} bytes of files, {expected} when made (changed or truncated)"
 
     def _create(self, key: str, git_dir: Path, sha: str, hold_fd: int) -> None:
@@ -191,7 +181,7 @@ class WorktreePool:
             # git inherits both locks: if this process is killed, an orphaned `git worktree add` still holds
             # them, so nobody removes or recreates the directory it is filling until it exits
             git(git_dir, "worktree", "add", "--detach", "--force", str(path), sha, pass_fds=(hold_fd, gitlock_fd))
-        marker = {"git_dir": str(git_dir), "commit": sha, "bytes": _tree_bytes(path), "pid": os.getpid()}
+        marker = {"git_dir": str(git_dir), "commit": sha, "bytes": tree_usage(path)[0], "pid": os.getpid()}
         tmp = self.root / f"{key}.ready.tmp{os.getpid()}.{threading.get_ident()}"
         tmp.write_text(json.dumps(marker))
         os.replace(tmp, self.root / f"{key}.ready")
