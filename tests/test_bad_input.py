@@ -85,7 +85,7 @@ CASES = [
          {"t.jsonl.gz": "not gzip"}),
     Case("corrupt .parquet", ["tasks", "stats", f"{T}/t.parquet"], ["t.parquet", "parquet"], {"t.parquet": "garbage"}),
     Case("tasks file missing", ["tasks", "stats", f"{T}/nope.jsonl"], ["nope.jsonl", "not found"]),
-    Case("tasks path is a directory", ["tasks", "stats", f"{T}/d.jsonl"], ["d.jsonl"], dirs=["d.jsonl"]),
+    Case("tasks path is a directory", ["tasks", "stats", f"{T}/d.jsonl"], ["d.jsonl", "is a directory"], dirs=["d.jsonl"]),
     Case("unsupported task file type", ["tasks", "stats", f"{T}/t.csv"], ["t.csv", ".csv"], {"t.csv": "a,b\n"}),
     # ---- evaluate: output paths, resume files, numeric arguments
     Case("evaluate --out is a directory", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",

@@ -218,6 +218,8 @@ def _row_source(source: str | os.PathLike) -> tuple[str, Iterator[tuple[str, Any
         if path.suffix not in readers:
             raise ValueError(f"{path}: unsupported task file type {path.suffix!r} (use {', '.join(FILE_SUFFIXES)})")
         return str(path), readers[path.suffix](path)
+    if path.is_dir() and not _HF_ID.match(str(source)):
+        raise ValueError(f"{path}: is a directory, not a task file (use {', '.join(FILE_SUFFIXES)})")
     if path.suffix in readers or not _HF_ID.match(str(source)):
         raise FileNotFoundError(f"task file not found: {path}")
     return str(source), _rows_hf(str(source))
