@@ -10,7 +10,8 @@ snapshot, one model. ``prune`` removes whole entries, least recently modified fi
 * an entry with a lock file (``<entry>/.lock`` of a blob store, ``<entry>.lock`` beside a converted model) is
   removed only while its lock can be taken exclusively;
 * an entry is first renamed to a hidden name in the same directory, then deleted, so a reader sees the whole entry
-  or none (and rebuilds it);
+  or none (and rebuilds it). Kinds without a lock (indexes, snapshots, task sets, verdicts) are not known to be in
+  use: a run that is opening one at that moment can fail and need a rerun, so prune those between runs;
 * kinds that cannot be rebuilt offline or are records rather than caches (``PROTECTED``: git mirrors, the MCP
   server's episodes) and directories this module does not know are pruned only when named with ``--kind``.
 
