@@ -178,3 +178,31 @@ def test_a_forced_format_that_is_another_rows_format_is_a_clear_error():
         parse_row(nebius, "mini-swe-agent")
     assert parse_row(mini, "mini-swe-agent").n_steps  # the row's own format, forced, is read as before
     assert parse_row(nebius, "nebius-swe-agent").events
+
+
+def _mini_run(commands: list[str], submission: str = "", instance_id: str = "bottlepy__bottle-1") -> dict:
+    """A mini-swe-agent 1.x run that executed ``commands`` (one ```bash block per turn) and submitted a diff."""
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "<pr_description>Fix</pr_description>"}]
+    for c in commands:
+        messages += [{"role": "assistant", "content": f"THOUGHT\n```bash\n{c}\n```"},
+                     {"role": "user", "content": "<returncode>0</returncode>"}]
+    return {"trajectory_format": "mini-swe-agent-1", "instance_id": instance_id, "messages": messages,
+            "info": {"submission": submission}}
+
+
+def _diff(*paths: str) -> str:
+    return "".join(f"diff --git a/{p} b/{p}\nindex 1..2 100644\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-a\n+b\n"
+                   for p in paths)
+
+
+def test_a_repository_file_the_run_overwrote_is_not_its_own_new_file():
+    """``cat <<EOF > f`` / ``mv f.new f`` over an existing file is an overwrite: the file stays a target (even at
+    the top level, where the run's own new files are scratch) and its later views count."""
+    rec = supervision_record(parse_row(_mini_run([
+        "cat bottle.py", "grep -n 'def route' bottle.py",
+        "sed -n '1,50p' bottle.py > bottle.py.new && echo fix >> bottle.py.new && mv bottle.py.new bottle.py",
+        "nl -ba bottle.py | sed -n '40,60p'",
+        "cat <<'EOF' > plugins/util.py\nx = 1\nEOF", "cat plugins/util.py"],
+        _diff("bottle.py", "plugins/util.py"))))
+    assert rec.target_files == ["bottle.py", "plugins/util.py"] and rec.excluded_files == {}
+    assert rec.n_views == 4 and rec.n_target_views == 4  # with the view after the mv and plugins/util.py's

@@ -9,7 +9,7 @@ from typing import Any
 from codegrep.agent.protocol import AgentConfig, build_messages, format_observation, turn_note
 from codegrep.env.tools import ToolCall, ToolResult
 from codegrep.mining.events import Event, event_call
-from codegrep.mining.records import SupervisionRecord
+from codegrep.mining.records import SupervisionRecord, created_files
 
 PLACEHOLDER = "[observation not recorded: mined without a repository; pass --repos to replay the calls]"
 
@@ -17,13 +17,11 @@ PLACEHOLDER = "[observation not recorded: mined without a repository; pass --rep
 def exploration_calls(events: list[Event], record: SupervisionRecord, limit: int) -> list[ToolCall]:
     """Distinct calls from the events before the first write to a target, at most ``limit``;
     the first read of each target is always kept."""
-    targets, created = set(record.target_files), set()
+    targets, created = set(record.target_files), created_files(events)
     kept: dict[str, tuple[int, ToolCall, bool]] = {}
     for i, e in enumerate(events):
         if e.kind in ("edit", "create") and e.path in targets:
             break
-        if e.kind == "create" and e.path:
-            created.add(e.path)
         call = event_call(e) if e.path not in created else None
         if call is not None:
             kept.setdefault((call.name, tuple(sorted(call.arguments.items()))),

@@ -11,6 +11,7 @@ from codegrep.mining.formats.base import Trajectory
 from codegrep.mining.targets import classify, is_artifact, new_files
 
 _WRITES = ("edit", "create")
+_FILE_KINDS = ("view", "search", "edit", "create", "delete")  # events naming a file (search: its scope)
 _REPO_FROM_ID = re.compile(r"^([\w.-]+?)__([\w.-]+?)(?:-\d+)?$")  # owner__name[-number]
 _SWE_SMITH_SUFFIX = re.compile(r"\.[0-9a-f]{8}(?:\..*)?$")  # owner__name.<commit8>[.<bug>]
 
@@ -117,16 +118,27 @@ def _foreign(changed: list[str], events: list[Event]) -> bool:
     return bool(accessed) and not {f.split("/")[0] for f in changed} & accessed
 
 
-def _views(events: list[Event]) -> list[Event]:
-    """Views of repository files the agent did not create itself before viewing."""
-    created: set[str] = set()
-    out = []
+def created_files(events: list[Event], existing: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """Files the run brought into being: those whose first event is a ``create``. A create of a file the run
+    had already viewed, searched, edited or deleted, or that ``existing`` names (modified, not added, by the
+    final diff), overwrites a repository file (``mv a.py.new a.py``, ``cat <<EOF > a.py``): not the run's own.
+
+    >>> ev = [Event("create", 0, "repro.py"), Event("view", 1, "pkg/a.py"), Event("create", 2, "pkg/a.py"),
+    ...       Event("create", 3, "pkg/b.py"), Event("view", 4, "repro.py")]
+    >>> sorted(created_files(ev)), sorted(created_files(ev, {"pkg/b.py"}))
+    (['pkg/b.py', 'repro.py'], ['repro.py'])
+    """
+    first: dict[str, str] = {}
     for e in events:
-        if e.kind == "create" and e.path:
-            created.add(e.path)
-        elif e.kind == "view" and in_repo(e.path) and e.path not in created and not is_artifact(e.path):
-            out.append(e)
-    return out
+        if e.path and e.kind in _FILE_KINDS:
+            first.setdefault(e.path, e.kind)
+    return {p for p, kind in first.items() if kind == "create" and p not in existing}
+
+
+def _views(events: list[Event], created: set[str]) -> list[Event]:
+    """Views of repository files the agent did not create itself."""
+    return [e for e in events if e.kind == "view" and in_repo(e.path) and e.path not in created
+            and not is_artifact(e.path)]
 
 
 def supervision_record(traj: Trajectory, task: Task | None = None) -> SupervisionRecord:
@@ -136,13 +148,14 @@ def supervision_record(traj: Trajectory, task: Task | None = None) -> Supervisio
     changed, source = patch_files(patch), "patch"
     if not changed or _foreign(changed, events):
         changed, source = _final_writes(events), "actions"  # no diff, or a diff from another run
-    created = {e.path for e in events if e.kind == "create" and e.path}
-    fresh = new_files(patch) if source == "patch" else created
+    added = new_files(patch) if source == "patch" else set()
+    created = created_files(events, {f for f in changed if f not in added} if source == "patch" else frozenset())
+    fresh = added if source == "patch" else created
     known = frozenset(e.path.split("/")[0] for e in events if in_repo(e.path) and e.path not in created
                       and e.path not in fresh and e.kind != "create") | {f.split("/")[0] for f in changed if f not in fresh}
     labels = {f: classify(f, f in fresh, f in created, known) for f in changed}
     targets = [f for f in changed if labels[f] == "target"]
-    views, target_set = _views(events), set(targets)
+    views, target_set = _views(events, created), set(targets)
     first_write = next((e.step for e in events if e.kind in _WRITES and e.path in target_set), None)
     if first_write is None:
         first_write = next((e.step for e in events if e.kind in _WRITES and e.path not in created), 10 ** 9)
