@@ -50,6 +50,20 @@ def test_shell_commands(command, expected):
     assert got == expected
 
 
+@pytest.mark.parametrize("command, expected", [
+    # shapes of the shipped runs' 140 multi-line commands: each line after a backslash-newline is the same command
+    ("sed -i 's/a/b/' seaborn/_core/plot.py && \\\nsed -i \"s/c/d/\" seaborn/_core/scales.py",
+     [("edit", "seaborn/_core/plot.py"), ("edit", "seaborn/_core/scales.py")]),
+    ("mkdir -p other_app && \\\ntouch other_app/__init__.py && \\\ncat other_app/fields.py",
+     [("create", "other_app/__init__.py"), ("view", "other_app/fields.py")]),
+    ("grep -n 'def foo' \\\n    pkg/a.py \\\n    pkg/b.py", [("search", "pkg/a.py"), ("search", "pkg/b.py")]),
+    ('cat "pkg/a.py" "pkg/\\\nb.py"', [("view", "pkg/a.py"), ("view", "pkg/b.py")]),  # inside double quotes too
+    ("grep -n 'a\\\nb' pkg/a.py", [("search", "pkg/a.py")]),  # literal inside single quotes
+])
+def test_line_continuations_join_the_lines_of_one_command(command, expected):
+    assert [(e.kind, e.path) for e in parse_shell(command)] == expected
+
+
 def test_unbalanced_quote_does_not_raise():
     assert [e.kind for e in parse_shell("grep -n 'unterminated pkg/a.py")] == ["search"]
 
