@@ -64,6 +64,18 @@ def test_line_continuations_join_the_lines_of_one_command(command, expected):
     assert [(e.kind, e.path) for e in parse_shell(command)] == expected
 
 
+@pytest.mark.parametrize("command, expected", [
+    # the shipped gemini runs comment their commands (1,274 of 15,028 commands have a '#')
+    ("# Let's look at the definition\nsed -n '71,130p' sphinx/domains/python.py",
+     [("view", "sphinx/domains/python.py")]),
+    ("# don't guess\ncat pkg/a.py\n# it's the caller\ncat pkg/b.py", [("view", "pkg/a.py"), ("view", "pkg/b.py")]),
+    ("cat pkg/a.py # the model", [("view", "pkg/a.py")]),
+    ("grep -n '#' pkg/a.py; cat pkg/c#d.py", [("search", "pkg/a.py"), ("view", "pkg/c#d.py")]),  # not comments
+])
+def test_comments_are_not_commands(command, expected):
+    assert [(e.kind, e.path) for e in parse_shell(command)] == expected
+
+
 def test_unbalanced_quote_does_not_raise():
     assert [e.kind for e in parse_shell("grep -n 'unterminated pkg/a.py")] == ["search"]
 

@@ -22,7 +22,7 @@ _SEPARATORS = set(";&|\n()")
 _SEPARATOR_CHARS = ";&|\n()"
 _OP_START = frozenset("0123456789;|&()<>\n")  # the first characters a redirection or separator can have
 _OPERATOR = re.compile(r"[0-9]*>>?&?|&&|\|\||\n+|[;|&()<]")
-_TOKEN = re.compile(r"""[0-9]*>>?&?|&&|\|\||\n+|[;|&()<]|(?:[^\s;|&()<>'"\\]+|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
+_TOKEN = re.compile(r"""[0-9]*>>?&?|&&|\|\||\n+|[;|&()<]|#[^\n]*|(?:[^\s;|&()<>'"\\]+|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
 _QUOTED = re.compile(r"""['"\\]""")
 _PART = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^'"\\]+)""", re.S)
 _DQ_ESCAPE = re.compile(r"""\\([\\"$`\n])""")
@@ -108,8 +108,8 @@ def tokenize(command: str) -> list[str]:
     """Shell words (quotes removed, POSIX rules) and operator tokens; newlines are separators.
 
     A regex does what ``shlex.shlex(posix=True, punctuation_chars=...)`` does here, ~10x faster, and what shlex
-    does not: a backslash-newline (line continuation) joins the lines; an unbalanced quote (cut command) drops
-    that quote character.
+    does not: a backslash-newline (line continuation) joins the lines; a ``#`` that begins a word begins a
+    comment, to the end of the line; an unbalanced quote (cut command) drops that quote character.
 
     >>> tokenize("a 'b c'|d && e; f\\ng 2>&1")
     ['a', 'b c', '|', 'd', '&&', 'e', ';', 'f', '\\n', 'g', '2>&', '1']
@@ -117,9 +117,12 @@ def tokenize(command: str) -> list[str]:
     ['grep', '-n', 'def "x', 'a b c', 'a.py', '>', '/dev/null']
     >>> tokenize("sed -i 's/a/b/' a.py && \\\\\\n  ca\\\\\\nt b.py")  # line continuations
     ['sed', '-i', 's/a/b/', 'a.py', '&&', 'cat', 'b.py']
+    >>> tokenize("# let's look\\ncat a.py # it's here\\ngrep -n '#' b#.py")  # comments
+    ['\\n', 'cat', 'a.py', '\\n', 'grep', '-n', '#', 'b#.py']
     """
     return [tok if tok[0] in "0123456789;|&()<>\n" and _OPERATOR.fullmatch(tok) else _unquote(tok)
-            for tok in _TOKEN.findall(command) if "\\\n" not in tok or tok.replace("\\\n", "")]
+            for tok in _TOKEN.findall(command)
+            if tok[0] != "#" and ("\\\n" not in tok or tok.replace("\\\n", ""))]
 
 
 def _split(tokens: list[str]) -> list[list[_Stage]]:
@@ -325,7 +328,7 @@ def _attach_range(events: list[Event], stage: _Stage) -> None:
         views[-1].lines = lines
 
 
-_PLAIN = frozenset(";&|\n()<>'\"\\")  # a command free of these is whitespace-separated words and nothing else
+_PLAIN = frozenset(";&|\n()<>'\"\\#")  # a command free of these is whitespace-separated words, nothing else
 
 
 def _pipelines(command: str) -> list[list[_Stage]]:
