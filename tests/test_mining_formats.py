@@ -232,3 +232,44 @@ def test_a_repository_file_the_run_overwrote_is_not_its_own_new_file():
         _diff("bottle.py", "plugins/util.py"))))
     assert rec.target_files == ["bottle.py", "plugins/util.py"] and rec.excluded_files == {}
     assert rec.n_views == 4 and rec.n_target_views == 4  # with the view after the mv and plugins/util.py's
+
+
+def _tool_call(name: str, **args) -> dict:
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"id": f"c{len(str(args))}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+
+_UPLOADED = "<uploaded_files>\n/workspace/getmoto__moto__4.1\n</uploaded_files>\nFix athena"
+_PERSISTENT_SHELL_ROWS = {
+    "swe-gym-openhands": {"instance_id": "getmoto__moto-5865", "run_id": "r", "test_result": {"git_patch": ""},
+                          "messages": [{"role": "user", "content": _UPLOADED},
+                                       _tool_call("execute_bash", command="cd /workspace/getmoto__moto__4.1/moto"),
+                                       _tool_call("execute_bash", command="cat athena/models.py"),
+                                       _tool_call("execute_bash", command="cd .. && grep -n list_named tests/x.py")]},
+    "openhands": {"instance_id": "getmoto__moto-5865", "test_result": {"git_patch": ""}, "history": [
+        {"source": "agent", "action": "run", "args": {"command": "cd /workspace/getmoto__moto__4.1/moto"}},
+        {"source": "agent", "action": "run", "args": {"command": "cat athena/models.py"}},
+        {"source": "agent", "action": "run", "args": {"command": "cd .. && grep -n list_named tests/x.py"}}]},
+    "swe-agent": {"trajectory": [  # the recorded state is the working directory after each action
+        {"action": "cd moto\n", "observation": "", "state": {"open_file": "n/a", "working_dir": "/moto/moto"}},
+        {"action": "open athena/models.py\n", "observation": "", "state": {"working_dir": "/moto/moto"}},
+        {"action": "cd ..\n", "observation": "", "state": {"working_dir": "/moto"}},
+        {"action": "search_file list_named tests/x.py\n", "observation": "", "state": {"working_dir": "/moto"}}],
+        "info": {"submission": ""}, "instance_id": "getmoto__moto-5865"},
+    "nebius-swe-agent": {"instance_id": "getmoto__moto-5865_3", "target": True, "generated_patch": "", "trajectory": [
+        {"role": "system", "text": "s"}, {"role": "user", "text": "ISSUE:\nFix athena\n(Current directory: /moto)"},
+        {"role": "ai", "text": "```\ncd moto\n```"}, {"role": "user", "text": "(Current directory: /moto/moto)\nbash-$"},
+        {"role": "ai", "text": "```\nopen athena/models.py\n```"}, {"role": "user", "text": "(Current directory: /moto/moto)"},
+        {"role": "ai", "text": "```\ncd ..\n```"}, {"role": "user", "text": "(Current directory: /moto)"},
+        {"role": "ai", "text": "```\nsearch_file list_named tests/x.py\n```"}]},
+}
+
+
+@pytest.mark.parametrize("fmt", list(_PERSISTENT_SHELL_ROWS))
+def test_a_cd_holds_for_the_next_commands_of_a_persistent_shell(fmt):
+    """SWE-agent, OpenHands and the tool-calling agents run every command in ONE shell session: after
+    ``cd moto`` a relative path is under ``moto/`` until the next ``cd`` (mini-swe-agent starts each at the root)."""
+    traj = parse_row(_PERSISTENT_SHELL_ROWS[fmt])
+    assert traj.source_format == fmt
+    assert [(e.kind, e.path) for e in traj.events if e.kind != "run"] == [
+        ("view", "moto/athena/models.py"), ("search", "tests/x.py")]

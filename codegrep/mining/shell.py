@@ -345,32 +345,52 @@ class ShellParser:
     ``python reproduce.py``, a second ``cat a.py``) and a path seen before are not parsed again. Scoped to a
     run on purpose: nothing is shared between trajectories.
 
+    ``persistent``: the agent's commands share one shell session (SWE-agent, OpenHands and the tool-calling
+    agents), so a ``cd`` stays in effect for the next commands; ``cwd`` is the working directory the next
+    command starts in (repository-relative), which a caller that knows it (SWE-agent's recorded state) may
+    set. mini-swe-agent runs every command in a fresh shell at the root (not persistent).
+
     >>> p = ShellParser("/testbed")
     >>> [(e.kind, e.step, e.path) for e in p("cat /testbed/a.py", 0) + p("cat /testbed/a.py", 4)]
     [('view', 0, 'a.py'), ('view', 4, 'a.py')]
+    >>> p = ShellParser("/testbed", persistent=True)
+    >>> [(e.kind, e.path) for e in p("cd /testbed/pkg", 0) + p("cat a.py", 1) + p("cd .. && cat a.py", 2)]
+    [('view', 'pkg/a.py'), ('view', 'a.py')]
     """
 
-    def __init__(self, root: str | None = None):
-        self.root = root
-        self.commands: dict[tuple[str, str], list[tuple]] = {}
+    def __init__(self, root: str | None = None, persistent: bool = False):
+        self.root, self.persistent, self.cwd = root, persistent, ""
+        self.commands: dict[tuple[str, str], tuple[list[tuple], str]] = {}
         self.paths: dict[tuple[str, str], str | None] = {}
 
-    def __call__(self, command: str, step: int = 0, cwd: str = "") -> list[Event]:
-        key = (command, cwd)
+    def __call__(self, command: str, step: int = 0, cwd: str | None = None) -> list[Event]:
+        """Events of ``command`` run in ``cwd`` (default: the root, or where the session's last command left it)."""
+        start = (self.cwd if self.persistent else "") if cwd is None else cwd
+        key = (command, start)
         done = self.commands.get(key)
         if done is None:
-            events = _parse_shell(command, step, self.root, cwd, self.paths)
-            self.commands[key] = [(e.kind, e.path, e.pattern, e.lines, e.command) for e in events]
-            return events
-        return [Event(kind, step, path, pattern, lines, cmd) for kind, path, pattern, lines, cmd in done]
+            events, end = _parse_shell(command, step, self.root, start, self.paths)
+            self.commands[key] = ([(e.kind, e.path, e.pattern, e.lines, e.command) for e in events], end)
+        else:
+            events = [Event(kind, step, path, pattern, lines, cmd) for kind, path, pattern, lines, cmd in done[0]]
+            end = done[1]
+        if self.persistent:
+            self.cwd = end
+        return events
+
+    def path(self, raw: str) -> str | None:
+        """A path the agent named, repository-relative from the session's working directory (``repo_path``)."""
+        return _Context(0, self.root, self.cwd, self.paths).path(raw)
 
 
 def parse_shell(command: str, step: int = 0, root: str | None = None, cwd: str = "") -> list[Event]:
     """Events of one bash command line (several commands, pipes and heredocs allowed)."""
-    return _parse_shell(command, step, root, cwd)
+    return _parse_shell(command, step, root, cwd)[0]
 
 
-def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dict | None = None) -> list[Event]:
+def _parse_shell(command: str, step: int, root: str | None, cwd: str,
+                 paths: dict | None = None) -> tuple[list[Event], str]:
+    """(events, the working directory the command line leaves its shell in)."""
     ctx = _Context(step, root, cwd, paths)
     events: list[Event] = []
     for pipeline in _pipelines(command):
@@ -380,4 +400,4 @@ def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dic
                 _attach_range(pipe_events, stage)
             pipe_events += _stage_events(stage, ctx, first=i == 0)
         events += pipe_events
-    return [e for e in events if e.kind in ("run", "search", "find", "list") or e.path is not None]
+    return [e for e in events if e.kind in ("run", "search", "find", "list") or e.path is not None], ctx.cwd

@@ -8,6 +8,7 @@ from typing import Any
 from codegrep.mining.events import Event
 from codegrep.mining.formats.base import Trajectory, content_text, issue_text, strip_run_suffix
 from codegrep.mining.formats.tools import call_arguments, tool_events, xml_calls
+from codegrep.mining.shell import ShellParser
 
 SWE_GYM, SWE_SMITH = "swe-gym-openhands", "swe-smith"
 _UPLOADED = re.compile(r"<uploaded_files>\s*(\S+)\s*</uploaded_files>")
@@ -39,7 +40,7 @@ def message_events(messages: list[dict[str, Any]]) -> tuple[list[Event], int, st
     first_user = next((content_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
     m = _UPLOADED.search(first_user)
     root = m.group(1) if m and m.group(1).startswith("/") else None
-    events, step = [], 0
+    events, step, shell = [], 0, ShellParser(root, persistent=True)  # one bash session per run
     for i, msg in enumerate(messages):
         if msg.get("role") != "assistant":
             continue
@@ -50,7 +51,7 @@ def message_events(messages: list[dict[str, Any]]) -> tuple[list[Event], int, st
             obs = observations.get(call_id)
             if obs is None and i + 1 < len(messages) and messages[i + 1].get("role") in ("user", "tool"):
                 obs = content_text(messages[i + 1].get("content"))
-            events += tool_events(name, args, step, root, obs)
+            events += tool_events(name, args, step, root, obs, shell)
         step += 1
     return events, step, first_user, root
 

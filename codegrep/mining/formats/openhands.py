@@ -11,7 +11,7 @@ from typing import Any, Iterable
 from codegrep.mining.events import Event
 from codegrep.mining.formats.base import Trajectory, content_text, resolution_from_report, strip_run_suffix
 from codegrep.mining.formats.tools import editor_events
-from codegrep.mining.shell import parse_shell
+from codegrep.mining.shell import ShellParser
 
 NAME = "openhands"
 _SILENT = {"message", "system", "recall", "think", "change_agent_state", "null", "finish", "delegate", "condensation"}
@@ -36,8 +36,8 @@ def detect(row: Any) -> bool:
         detect(row["history"])
 
 
-def action_events(event: dict[str, Any], step: int) -> list[Event]:
-    """Events of one OpenHands action.
+def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = None) -> list[Event]:
+    """Events of one OpenHands action (``shell``: the run's bash session, where a ``cd`` persists).
 
     >>> [(e.kind, e.path) for e in action_events({"action": "read", "args": {"path":
     ...     "/workspace/django__django__3.0/django/db/models.py"}}, 0)]
@@ -53,7 +53,7 @@ def action_events(event: dict[str, Any], step: int) -> list[Event]:
     if action == "write":
         return editor_events({"command": "create", "path": args.get("path")}, step, None)
     if action == "run":
-        return parse_shell(str(args.get("command") or ""), step)
+        return (shell or ShellParser())(str(args.get("command") or ""), step)
     if action == "run_ipython":
         return [Event("run", step, command=str(args.get("code") or "")[:200])]
     return []
@@ -61,7 +61,7 @@ def action_events(event: dict[str, Any], step: int) -> list[Event]:
 
 def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
     """(events, number of agent actions, first user message) of an event stream."""
-    events, step, first_user = [], 0, ""
+    events, step, first_user, shell = [], 0, "", ShellParser(persistent=True)
     for ev in _flatten(stream):
         if "action" not in ev:
             continue
@@ -69,7 +69,7 @@ def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
             first_user = content_text((ev.get("args") or {}).get("content") or ev.get("message"))
         if ev.get("source", "agent") != "agent" or ev.get("action") in _SILENT:
             continue
-        events += action_events(ev, step)
+        events += action_events(ev, step, shell)
         step += 1
     return events, step, first_user
 

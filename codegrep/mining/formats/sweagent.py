@@ -10,7 +10,7 @@ from codegrep.mining.events import Event, repo_path
 from codegrep.mining.formats.base import (Trajectory, content_text, issue_text, loose_mapping,
                                           strip_run_suffix)
 from codegrep.mining.formats.tools import editor_events
-from codegrep.mining.shell import parse_shell
+from codegrep.mining.shell import ShellParser
 
 TRAJ, NEBIUS = "swe-agent", "nebius-swe-agent"
 _CODE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
@@ -30,10 +30,11 @@ def detect_nebius(row: dict[str, Any]) -> bool:
 
 
 class _Viewer:
-    """SWE-agent's stateful file viewer: ``open``, ``goto``, ``scroll_*`` and ``edit`` act on the open file."""
+    """SWE-agent's stateful file viewer: ``open``, ``goto``, ``scroll_*`` and ``edit`` act on the open file;
+    commands run in one shell session, so relative paths are taken from its working directory (``shell.cwd``)."""
 
     def __init__(self, root: str | None):
-        self.root, self.open_file = root, None
+        self.root, self.open_file, self.shell = root, None, ShellParser(root, persistent=True)
 
     def command(self, action: str, step: int) -> list[Event]:
         """Events of one SWE-agent action (its ACI commands, else a bash command line).
@@ -41,6 +42,8 @@ class _Viewer:
         >>> v = _Viewer("/OQuPy")
         >>> [(e.kind, e.path, e.lines) for e in v.command("open oqupy/pt.py 536", 0) + v.command("edit 536:536\\nx\\nend_of_edit", 1)]
         [('view', 'oqupy/pt.py', (486, 585)), ('edit', 'oqupy/pt.py', None)]
+        >>> [(e.kind, e.path) for e in v.command("cd oqupy", 2) + v.command("open pt.py", 3) + v.command("find_file x.py .", 4)]
+        [('view', 'oqupy/pt.py'), ('find', 'oqupy')]
         """
         first = action.strip().split("\n", 1)[0]
         try:
@@ -50,32 +53,33 @@ class _Viewer:
         if not words:
             return []
         cmd, args = words[0], words[1:]
+        path = self.shell.path
         if cmd == "open" and args:
-            self.open_file = repo_path(args[0], self.root)
+            self.open_file = path(args[0])
             line = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
             lines = (1, _WINDOW) if line is None else (max(1, line - _WINDOW // 2), max(1, line - _WINDOW // 2) + _WINDOW - 1)
             return [Event("view", step, self.open_file, lines=lines)] if self.open_file is not None else []
         if cmd in ("goto", "scroll_up", "scroll_down") and self.open_file:
             return [Event("view", step, self.open_file)]
         if cmd == "create" and args:
-            self.open_file = repo_path(args[0], self.root)
+            self.open_file = path(args[0])
             return [Event("create", step, self.open_file)] if self.open_file is not None else []
         if cmd in ("edit", "insert", "append") and self.open_file:
             return [Event("edit", step, self.open_file)]
         if cmd == "search_file" and args:
-            scope = repo_path(args[1], self.root) if len(args) > 1 else self.open_file
+            scope = path(args[1]) if len(args) > 1 else self.open_file
             return [Event("search", step, scope, pattern=args[0])]
         if cmd == "search_dir" and args:
-            return [Event("search", step, repo_path(args[1], self.root) if len(args) > 1 else "", pattern=args[0])]
+            return [Event("search", step, path(args[1]) if len(args) > 1 else self.shell.cwd, pattern=args[0])]
         if cmd == "find_file" and args:
-            return [Event("find", step, repo_path(args[1], self.root) if len(args) > 1 else "", pattern=args[0])]
+            return [Event("find", step, path(args[1]) if len(args) > 1 else self.shell.cwd, pattern=args[0])]
         if cmd in ("str_replace_editor", "filemap") and args:
             sub = {"command": args[0], "path": args[1] if len(args) > 1 else ""} if cmd != "filemap" else \
                 {"command": "view", "path": args[0]}
             return editor_events(sub, step, self.root)
         if cmd in ("submit", "exit_forfeit", "exit_cost", "exit_context", "exit_format", "exit_error"):
             return []
-        return parse_shell(action, step, self.root)
+        return self.shell(action, step)
 
 
 def _traj_tokens(info: dict[str, Any]) -> int | None:
@@ -84,11 +88,25 @@ def _traj_tokens(info: dict[str, Any]) -> int | None:
     return total or None
 
 
-def _issue_prompt(history: list[dict[str, Any]]) -> str:
-    """The issue from the user turn that states it (demonstrations come earlier in SWE-agent histories)."""
+def _issue_turn(history: list[dict[str, Any]]) -> str:
+    """The user turn that states the issue (demonstrations come earlier in SWE-agent histories)."""
     users = [content_text(h.get("content")) for h in history if h.get("role") == "user"]
     stated = [u for u in users if "ISSUE:" in u or "<pr_description>" in u]
-    return issue_text(stated[-1] if stated else users[0] if users else "")
+    return stated[-1] if stated else users[0] if users else ""
+
+
+def _traj_root(history: list[dict[str, Any]], states: list[dict[str, Any]]) -> str | None:
+    """The repository root: the directory the issue prompt says the agent starts in, else the shallowest working
+    directory of the recorded states (each is the directory AFTER an action, so the first may be a ``cd``'s).
+
+    >>> _traj_root([{"role": "user", "content": "ISSUE:\\nx\\n(Current directory: /moto)"}], [{"working_dir": "/moto/a"}])
+    '/moto'
+    >>> _traj_root([], [{"working_dir": "/moto/moto"}, {"working_dir": "/moto"}, {}])
+    '/moto'
+    """
+    m = _CWD.search(_issue_turn(history))
+    dirs = [s["working_dir"] for s in states if isinstance(s.get("working_dir"), str) and s["working_dir"]]
+    return m.group(1) if m else min(dirs, key=len) if dirs else None
 
 
 def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Trajectory:
@@ -96,9 +114,11 @@ def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Tra
 
     steps = row.get("trajectory") or []
     states = [loose_mapping(s.get("state")) for s in steps]
-    root = next((s.get("working_dir") for s in states if s.get("working_dir")), None)
+    root = _traj_root(row.get("history") or [], states)
     viewer, events = _Viewer(root), []
     for i, (entry, state) in enumerate(zip(steps, states)):
+        if i and states[i - 1].get("working_dir"):  # the recorded state after the previous action: where this one ran
+            viewer.shell.cwd = repo_path(states[i - 1]["working_dir"], root) or ""
         if state.get("open_file") not in (None, "n/a") and str(entry.get("action", "")).lstrip().startswith(
                 ("edit", "insert", "append")):
             viewer.open_file = repo_path(state["open_file"], root)
@@ -107,7 +127,7 @@ def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Tra
     stem = source.rsplit("/", 1)[-1].split(":")[0]
     stem = stem[: -len(".traj")] if stem.endswith(".traj") else stem
     instance_id = str(row.get("instance_id") or (replay.get("problem_statement") or {}).get("id") or stem)
-    problem = (replay.get("problem_statement") or {}).get("text") or _issue_prompt(row.get("history") or [])
+    problem = (replay.get("problem_statement") or {}).get("text") or issue_text(_issue_turn(row.get("history") or []))
     info = row.get("info") or {}
     return Trajectory(trajectory_id=stem or instance_id, instance_id=instance_id, source_format=TRAJ, events=events,
                       patch=str(info.get("submission") or ""), resolved=resolution_from_report(report, instance_id),
@@ -121,6 +141,9 @@ def parse_nebius(row: dict[str, Any], source: str = "", report: Any = None) -> T
     viewer, events, step = _Viewer(cwd), [], 0
     for t, txt in zip(turns, texts):
         if t.get("role") != "ai":
+            m = _CWD.search(txt) if t.get("role") == "user" else None
+            if m:  # the prompt says where the next command runs
+                viewer.shell.cwd = repo_path(m.group(1), cwd) or ""
             continue
         blocks = _CODE.findall(txt)
         if blocks:

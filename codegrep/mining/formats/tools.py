@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from codegrep.mining.events import Event, repo_path
-from codegrep.mining.shell import parse_shell
+from codegrep.mining.shell import ShellParser
 
 _BASH_TOOLS = {"execute_bash", "bash", "run", "cmd_run", "terminal", "execute_command", "shell"}
 _EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "edit_file", "file_editor", "editor"}
@@ -63,10 +63,16 @@ def editor_events(args: dict[str, Any], step: int, root: str | None, observation
 
 
 def tool_events(name: str, args: dict[str, Any], step: int, root: str | None,
-                observation: str | None = None) -> list[Event]:
-    """Events of one named tool call; unknown tools (think, finish, submit) give none."""
+                observation: str | None = None, shell: ShellParser | None = None) -> list[Event]:
+    """Events of one named tool call; unknown tools (think, finish, submit) give none. ``shell``: the run's
+    persistent shell session (a ``cd`` in one call holds for the next), else a fresh shell at ``root``.
+
+    >>> sh = ShellParser("/testbed", persistent=True)
+    >>> [(e.kind, e.path) for c in ("cd pkg", "cat a.py") for e in tool_events("bash", {"command": c}, 0, None, None, sh)]
+    [('view', 'pkg/a.py')]
+    """
     if name in _BASH_TOOLS:
-        return parse_shell(str(args.get("command") or args.get("cmd") or ""), step, root)
+        return (shell or ShellParser(root))(str(args.get("command") or args.get("cmd") or ""), step)
     if name in _EDITOR_TOOLS:
         return editor_events(args, step, root, observation)
     return []
