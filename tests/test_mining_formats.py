@@ -76,6 +76,18 @@ def test_comments_are_not_commands(command, expected):
     assert [(e.kind, e.path) for e in parse_shell(command)] == expected
 
 
+@pytest.mark.parametrize("command, lines", [
+    ("tail -n +1868 django/db/models/sql/compiler.py", (1868, -1)),  # shipped gemini run django__django-15563
+    ("tail -n +100 pkg/a.py | head -n 20", (100, 119)),
+    ("sed -n '5,$p' pkg/a.py | sed -n '2,3p'", (6, 7)),
+    ("tail -n 30 pkg/a.py | head -n 20", None),  # shipped: the last 30 lines' first 20, not lines 1-20
+    ("cat -n pkg/a.py | tail -n 30 | head -n 20", None),
+    ("nl -ba pkg/a.py | sed -n '10,40p'", (10, 40)),
+])
+def test_tail_line_ranges(command, lines):
+    assert [(e.kind, e.lines) for e in parse_shell(command)] == [("view", lines)]
+
+
 def test_unbalanced_quote_does_not_raise():
     assert [e.kind for e in parse_shell("grep -n 'unterminated pkg/a.py")] == ["search"]
 

@@ -237,6 +237,8 @@ def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     n = opts.get("-n") or next((k[1:] for k in opts if k[1:].isdigit()), None)
     if prog == "head" and n and n.isdigit():
         lines = (1, int(n))
+    elif prog == "tail" and n and n[0] == "+" and n[1:].isdigit():  # tail -n +K: from line K to the end
+        lines = (max(1, int(n[1:])), -1)
     return [ctx.event("view", p, lines=lines) for p in pos]
 
 
@@ -310,11 +312,18 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool) -> list[Event]:
     return events
 
 
-def _attach_range(events: list[Event], stage: _Stage) -> None:
-    """``nl -ba f | sed -n 'a,bp'`` / ``cat f | head -n N``: the range belongs to the view of ``f``."""
+def _attach_range(events: list[Event], stage: _Stage, before: _Stage) -> None:
+    """``nl -ba f | sed -n 'a,bp'`` / ``cat f | head -n N``: the range belongs to the view of ``f``; after a view
+    from line K to the end (``tail -n +K f | head -n N``) it counts from line K. ``tail -n N f`` (the last N
+    lines) ends where the file does, which is not known: no range.
+
+    >>> [e.lines for c in ("tail -n +100 a.py | head -n 20", "sed -n '5,$p' a.py | sed -n '2,3p'", "tail -5 a.py | head -2")
+    ...  for e in parse_shell(c)]
+    [(100, 119), (6, 7), None]
+    """
     prog, args = stage.words[0].rpartition("/")[2] if stage.words else "", stage.words[1:]
-    views = [e for e in events if e.kind == "view" and e.lines is None]
-    if not views or prog not in ("sed", "head"):
+    views = [e for e in events if e.kind == "view" and (e.lines is None or e.lines[1] == -1)]
+    if not views or prog not in ("sed", "head") or (before.words[:1] == ["tail"] and views[-1].lines is None):
         return
     pos, opts = _positionals(args, _VALUED[prog])
     if pos[1:] if prog == "sed" else pos:
@@ -325,7 +334,8 @@ def _attach_range(events: list[Event], stage: _Stage) -> None:
         n = opts.get("-n") or next((k[1:] for k in opts if k[1:].isdigit()), None)
         lines = (1, int(n)) if n and n.isdigit() else None
     if lines:
-        views[-1].lines = lines
+        start = views[-1].lines[0] if views[-1].lines else 1
+        views[-1].lines = (start + lines[0] - 1, -1 if lines[1] == -1 else start + lines[1] - 1)
 
 
 _PLAIN = frozenset(";&|\n()<>'\"\\#")  # a command free of these is whitespace-separated words, nothing else
@@ -397,7 +407,7 @@ def _parse_shell(command: str, step: int, root: str | None, cwd: str,
         pipe_events: list[Event] = []
         for i, stage in enumerate(pipeline):
             if i and stage.words:
-                _attach_range(pipe_events, stage)
+                _attach_range(pipe_events, stage, pipeline[i - 1])
             pipe_events += _stage_events(stage, ctx, first=i == 0)
         events += pipe_events
     return [e for e in events if e.kind in ("run", "search", "find", "list") or e.path is not None], ctx.cwd
