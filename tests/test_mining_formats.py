@@ -285,3 +285,12 @@ def test_a_cd_holds_for_the_next_commands_of_a_persistent_shell(fmt):
     assert traj.source_format == fmt
     assert [(e.kind, e.path) for e in traj.events if e.kind != "run"] == [
         ("view", "moto/athena/models.py"), ("search", "tests/x.py")]
+
+
+def test_perl_in_place_edits_are_edits():
+    """``perl -pi -e`` is how some agents edit (no diff recorded here: the written files stand in for it)."""
+    rec = supervision_record(parse_row(_mini_run([
+        "grep -rn 'old_name' pkg/", "perl -ne 'print if 10..20' pkg/a.py",
+        "perl -0777 -pi -e 's/old_name/new_name/g' pkg/a.py pkg/b.py && perl -i.bak -pe 's/x/y/' pkg/c.py"])))
+    assert rec.patch_source == "actions" and rec.target_files == ["pkg/a.py", "pkg/b.py", "pkg/c.py"]
+    assert rec.viewed_files == ["pkg/a.py"] and rec.context_files == []

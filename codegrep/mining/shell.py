@@ -242,6 +242,31 @@ def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     return [ctx.event("view", p, lines=lines) for p in pos]
 
 
+def _perl(args: list[str], ctx: _Context) -> list[Event]:
+    """``perl -pi -e SCRIPT f`` (``-i`` in any flag cluster, ``-i.bak``) edits ``f``; without ``-i`` it reads it.
+
+    >>> [(e.kind, e.path) for c in ("perl -pi -e 's/a/b/' x.py y.py", "perl -0777 -i.bak -pe 's/a/b/s' x.py",
+    ...  "perl -ne 'print if 3..9' x.py", "perl fix.pl") for e in parse_shell(c)]
+    [('edit', 'x.py'), ('edit', 'y.py'), ('edit', 'x.py'), ('view', 'x.py'), ('run', None)]
+    """
+    in_place, script, files, i = False, False, [], 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-") and len(a) > 1 and not files:
+            flags = a[1:].split(".", 1)[0]
+            in_place = in_place or "i" in flags
+            if flags[-1:] in ("e", "E"):
+                script, i = True, i + 1  # the next word is the program text
+        elif not script:
+            script = True  # the first operand is the program file
+        else:
+            files.append(a)
+        i += 1
+    if not files:  # a program that reads no file: a run
+        return [Event("run", ctx.step, command=" ".join(["perl", *args])[:200])]
+    return [ctx.event("edit" if in_place else "view", f) for f in files]
+
+
 def _search(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     pos, opts = _positionals(args, _VALUED["rg" if prog in ("rg", "ag") else "grep"])
     pattern = opts.get("-e") or opts.get("--regexp")
@@ -296,6 +321,8 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool) -> list[Event]:
         events += _search("grep", args[1:], ctx)
     elif prog == "find":
         events += _find(args, ctx)
+    elif prog == "perl":
+        events += _perl(args, ctx)
     elif prog in ("ls", "tree"):
         pos, _ = _positionals(args, set())
         events += [Event("list", ctx.step, ctx.path(p) if p else ctx.cwd) for p in pos or [""]]
