@@ -49,16 +49,11 @@ class Outputs:
     def figure(self, fig: Any, name: str, note: str | None = None) -> list[Path]:
         """Save a matplotlib figure as ``<name>.png`` and ``<name>.svg``; ``note`` is stamped on it
         (use it to label simulated or model-derived numbers)."""
-        from codegrep.plots import mark_source, place_notes
+        from codegrep.plots import mark_source, save
 
         if note:
             mark_source(fig, note)
-        place_notes(fig)
-        paths = [self.figures / f"{name}.png", self.figures / f"{name}.svg"]
-        for path, kw in zip(paths, ({"dpi": 120, "format": "png"}, {"format": "svg"})):
-            with atomic_write(path, "wb") as fh:
-                fig.savefig(fh, bbox_inches="tight", **kw)
-        return paths
+        return [save(fig, self.figures / f"{name}.{kind}") for kind in ("png", "svg")]
 
     def table(self, df: Any, name: str) -> Path:
         """Save a DataFrame as ``<name>.parquet``."""

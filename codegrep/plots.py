@@ -153,6 +153,23 @@ def place_notes(fig: Any) -> None:
         y -= t.get_window_extent(renderer).height / fig.dpi / height * 1.15
 
 
+def save(fig: Any, path: Any) -> Any:
+    """Save ``fig`` to ``path`` (PNG or SVG by its suffix) after :func:`place_notes`, whole or not at all
+    (``codegrep.files.atomic_write``); returns the path."""
+    from pathlib import Path
+
+    from codegrep.files import atomic_write
+
+    path = Path(path)
+    kind = path.suffix.lower().lstrip(".")
+    if kind not in ("png", "svg"):
+        raise ValueError(f"{path}: a figure is saved as .png or .svg, not {path.suffix or 'no suffix'!r}")
+    place_notes(fig)
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, bbox_inches="tight", format=kind, **({"dpi": 120} if kind == "png" else {}))
+    return path
+
+
 def interval_label(kind: str = "bootstrap", level: float = 0.95, n: int | None = None) -> str:
     """Legend text for a band or error bar.
 

@@ -1,4 +1,4 @@
-"""``codegrep train`` and ``codegrep export``."""
+"""``codegrep train``, ``codegrep ablation study``, ``codegrep curves`` and ``codegrep export``."""
 from __future__ import annotations
 
 import argparse
@@ -58,6 +58,55 @@ def _study(args: argparse.Namespace) -> int:
     return 0
 
 
+def _panel_names() -> list[str]:
+    from codegrep.rl.panels import PANELS
+
+    return list(PANELS)
+
+
+class _Panels(list):
+    """The --panels value; printed as the comma-separated text it was given."""
+
+    def __str__(self) -> str:
+        return ",".join(self)
+
+
+def _panels(text: str) -> list[str]:
+    names = _Panels(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in _panel_names()]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown column(s) {unknown or [text]}; choose from {', '.join(_panel_names())}")
+    return names
+
+
+def _curves(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from codegrep import plots
+    from codegrep.files import output_file
+    from codegrep.rl.training_stage import curves_figure, metrics_frame
+
+    from codegrep.errors import UserError
+
+    out = output_file(args.out)
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise UserError(f"--out {out}: give a .png or .svg file")
+    runs: dict[str, Any] = {}
+    for run in args.runs:
+        path = Path(run)
+        if not path.is_dir():
+            raise UserError(f"{run}: not a training run directory (expected a folder with metrics.jsonl)")
+        frame = metrics_frame(path)
+        if frame.empty:
+            raise UserError(f"{path / 'metrics.jsonl'}: no steps logged yet")
+        name = path.resolve().name
+        runs[name if name not in runs else str(path)] = frame
+    fig = curves_figure(runs, args.panels)
+    plots.save(fig, out)
+    print(f"wrote {out} ({len(runs)} run{'s' if len(runs) > 1 else ''}, panels {args.panels})")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     from codegrep.argtypes import non_negative_float, non_negative_int, positive_int
     from codegrep.rl.advantages import LAYERS
@@ -101,6 +150,16 @@ def register(subparsers: Any) -> None:
                          "the result covers every finished seed below N")
     st.add_argument("--result", help="also write the result JSON here (e.g. docs/results/ablation_study.json)")
     st.set_defaults(func=_study)
+    c = subparsers.add_parser(
+        "curves", help="plot training runs' per-step curves (KL drift, rounds, tokens, rollout time) from metrics.jsonl",
+        description="Draw one panel per metrics.jsonl column, one line per run (e.g. the reward- and advantage-layer "
+                    "arms of the ablation, or seeds), and save it as PNG or SVG. Columns: "
+                    + ", ".join(_panel_names()) + ".")
+    c.add_argument("runs", nargs="+", metavar="RUN_DIR", help="training run directories (each with metrics.jsonl)")
+    c.add_argument("--out", required=True, help="figure file (.png or .svg)")
+    c.add_argument("--panels", type=_panels, default=_panels("task_reward,kl,rounds,tokens,time_generation_s"),
+                   help="comma-separated metrics.jsonl columns (default %(default)s)")
+    c.set_defaults(func=_curves)
     e = subparsers.add_parser("export", help="write a trained run's policy as a HF model dir with a model card")
     e.add_argument("run", help="run directory, or a run name under --runs-dir")
     e.add_argument("--runs-dir", default="artifacts/train", help="where run names are looked up (default %(default)s)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -648,12 +649,27 @@ class MetricsJsonlCallback(TrainerCallback):
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """The rows of ``<run_dir>/metrics.jsonl`` (latest row per step wins, so resumed runs read cleanly)."""
+    from codegrep.errors import UserError
+    from codegrep.files import read_text
+
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"no training metrics at {path}: run `codegrep train` first")
+    text = read_text(path, "training metrics")
+    lines = text.split("\n")
     rows: dict[int, dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
             row = json.loads(line)
-            rows[row["step"]] = row
+        except ValueError:
+            if number == len(lines):  # no newline after it: a run killed while writing its last row
+                print(f"{path}:{number}: an incomplete last row (the run stopped while writing it) is skipped",
+                      file=sys.stderr)
+                continue
+            raise UserError(f"{path}:{number}: not a JSON row of training metrics") from None
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            raise UserError(f"{path}:{number}: a row of training metrics needs an integer 'step'")
+        rows[row["step"]] = row
     return [rows[k] for k in sorted(rows)]

@@ -18,6 +18,7 @@ import pandas as pd
 from codegrep.artifacts import runs_dir
 from codegrep.rl.expert_iteration import ARM
 from codegrep.rl.training_run import finished_with, train, train_arguments
+from codegrep.rl.panels import CURVE_PANELS, PANELS
 from codegrep.rl.trainer import read_metrics
 from codegrep.rl.policy_rows import TRAINED_POLICIES, agent_rows, initial_policy_dir, ranked_line_numbers
 
@@ -419,27 +420,48 @@ def conclusion(evaluation: pd.DataFrame, outcomes: pd.DataFrame, ceiling_numbers
 
 # --- figures (notebook 03 draws through these; codegrep.plots is the style) -----------------------------------
 
-CURVE_PANELS = (("task_reward", "task reward (F0.5 + w·format)", "reward"), ("f_beta", "F0.5 of the submitted set", "F0.5"),
-                ("rounds", "rounds per episode", "rounds"), ("tokens", "generated tokens per episode", "tokens"),
-                ("kl", "KL to the initial policy", "KL (nats/token)"))
-
-
 def curve_figure(steps: pd.DataFrame, run_name: str, n_tasks: int | None = None) -> Any:
     """The main run's per-step training curves (real run); a panel whose column is all missing says why."""
+    return curves_figure({run_name: steps}, [c for c, _, _ in CURVE_PANELS], n_tasks)
+
+
+def curves_figure(runs: dict[str, pd.DataFrame], columns: Sequence[str], n_tasks: int | None = None) -> Any:
+    """Per-step curves of one or more training runs (real runs), one panel per metrics.jsonl column of
+    :data:`PANELS`, one line per run; a panel no run logged says why instead of drawing zeros."""
     from codegrep import plots
 
-    fig, axes = plots.subplots(1, len(CURVE_PANELS), width=3.3 * len(CURVE_PANELS))
-    for ax, (col, what, unit) in zip(axes, CURVE_PANELS):
-        values = steps[col] if col in steps else pd.Series(dtype=float)
-        if values.notna().sum() == 0:
-            plots.undefined(ax, what, f"'{col}' was not logged by this run")
+    fig, axes = plots.subplots(1, len(columns), width=3.3 * len(columns))
+    axes = np.atleast_1d(axes)
+    for ax, col in zip(axes, columns):
+        what, unit = PANELS[col]
+        logged = {name: steps for name, steps in runs.items() if col in steps and steps[col].notna().any()}
+        if not logged:
+            plots.undefined(ax, what, f"'{col}' was not logged by {'this run' if len(runs) == 1 else 'these runs'}")
             continue
-        ax.plot(steps["step"], values, marker="o", label=run_name)
+        for name, steps in logged.items():
+            ax.plot(steps["step"], steps[col], marker="o", label=name)
         ax.set_xlabel("GRPO step")
         ax.set_ylabel(unit)
-        plots.integer_ticks(ax, "both" if col == "rounds" else "x")  # a steady 2 rounds reads "2", not 1.900..2.100
-        plots.title(ax, what, "real", n_tasks, "train tasks" if n_tasks else "instances")
+        plots.integer_ticks(ax, "both" if col in ("rounds", "tool_calls") else "x")
+        if n_tasks is not None:
+            plots.title(ax, what, "real", n_tasks, "train tasks")
+        else:
+            plots.title(ax, what, "real", len(logged), "run" if len(logged) == 1 else "runs")
+    if len(runs) > 1:  # one legend for every panel: the runs keep their colours across panels
+        colours = dict(zip(runs, plots.PALETTE * (len(runs) // len(plots.PALETTE) + 1)))
+        for ax in axes:
+            for line in ax.get_lines():
+                line.set_color(colours[line.get_label()])
+        handles = [plt_line(colours[name], name) for name in runs]
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(runs), 4), title="run")
     return fig
+
+
+def plt_line(colour: str, label: str) -> Any:
+    """A legend handle: a line with a marker in ``colour``."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color=colour, marker="o", label=label)
 
 
 def evaluation_figure(evaluation: pd.DataFrame) -> Any:

@@ -1,0 +1,69 @@
+"""``codegrep curves``: training runs' per-step curves from metrics.jsonl, overlaid; torn or bad rows."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+from PIL import Image
+
+from codegrep.cli import main
+from codegrep.rl.training_stage import curves_figure, metrics_frame
+
+
+def _run(root: Path, name: str, kl: list[float], extra: dict | None = None, tail: str = "") -> Path:
+    run = root / name
+    run.mkdir(parents=True)
+    rows = [{"step": i + 1, "kl": k, "rounds": 2 + i % 2, "tokens": 100.0 + i, **(extra or {})} for i, k in enumerate(kl)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + tail)
+    return run
+
+
+def test_runs_overlay_per_panel_and_a_panel_no_run_logged_says_so(tmp_path):
+    a = _run(tmp_path, "reward", [0.01, 0.03, 0.06], {"time_generation_s": 40.0})
+    b = _run(tmp_path, "advantage", [0.01, 0.02])
+    fig = curves_figure({"reward": metrics_frame(a), "advantage": metrics_frame(b)},
+                        ["kl", "time_generation_s", "kl_exact"])
+    kl, gen, exact = fig.axes
+    assert [line.get_label() for line in kl.get_lines()] == ["reward", "advantage"]
+    assert list(kl.get_lines()[0].get_ydata()) == [0.01, 0.03, 0.06]
+    assert [line.get_label() for line in gen.get_lines()] == ["reward"]  # only the run that logged it
+    assert "n = 1 run" in gen.get_title() and "n = 2 runs" in kl.get_title()
+    assert not exact.get_lines() and "'kl_exact' was not logged by these runs" in " ".join(t.get_text() for t in exact.texts)
+    plt.close(fig)
+
+
+def test_cli_writes_the_figure_and_skips_a_torn_last_row(tmp_path, capsys):
+    a = _run(tmp_path, "s0", [0.01, 0.02], tail='{"step": 3, "kl": 0.0')  # killed while writing step 3
+    b = _run(tmp_path, "s1", [0.02, 0.01])
+    out = tmp_path / "kl.png"
+    assert main(["curves", str(a), str(b), "--out", str(out), "--panels", "kl,rounds"]) == 0
+    captured = capsys.readouterr()
+    assert "metrics.jsonl:3: an incomplete last row" in captured.err and f"wrote {out}" in captured.out
+    with Image.open(out) as image:
+        assert image.format == "PNG" and image.width > 400
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--panels", "kl,nope"], "unknown column(s) ['nope']"),
+    (["--out", "{tmp}/kl.pdf"], "give a .png or .svg file"),
+    (["--bad-row"], "metrics.jsonl:1: not a JSON row of training metrics"),
+    (["--missing"], "not a training run directory"),
+])
+def test_bad_curves_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, message):
+    run = _run(tmp_path, "r", [0.01, 0.02])
+    if argv == ["--bad-row"]:
+        (run / "metrics.jsonl").write_text('{"step": 1, "kl": 0.1\n{"step": 2, "kl": 0.2}\n')
+        argv = []
+    runs = [str(tmp_path / "absent")] if argv == ["--missing"] else [str(run)]
+    argv = [] if argv == ["--missing"] else [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if "--out" not in argv:
+        argv += ["--out", str(tmp_path / "kl.png")]
+    try:
+        rc = main(["curves", *runs, *argv])
+    except SystemExit as exc:  # argparse's own refusal
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not list(tmp_path.glob("kl.*"))
