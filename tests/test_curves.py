@@ -67,3 +67,14 @@ def test_bad_curves_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv,
     err = capsys.readouterr().err
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not list(tmp_path.glob("kl.*"))
+
+
+def test_a_resumed_run_appends_after_a_torn_row_not_onto_it(tmp_path):
+    from types import SimpleNamespace
+
+    from codegrep.rl.trainer import MetricsJsonlCallback, read_metrics
+
+    run = _run(tmp_path, "r", [0.01, 0.02], tail='{"step": 3, "kl": 0.0')  # killed while writing step 3
+    callback = MetricsJsonlCallback(run / "metrics.jsonl")  # the resumed run's writer
+    callback.on_log(None, SimpleNamespace(is_world_process_zero=True, global_step=3), None, logs={"reward": 0.5})
+    assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]

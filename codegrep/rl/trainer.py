@@ -632,6 +632,7 @@ class MetricsJsonlCallback(TrainerCallback):
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._step_started = time.perf_counter()
+        self._tail_checked = False
 
     def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001 (transformers' signature)
         self._step_started = time.perf_counter()
@@ -643,8 +644,33 @@ class MetricsJsonlCallback(TrainerCallback):
         row.update({new: logs[old] for old, new in METRIC_NAMES.items() if old in logs})
         row["trl"] = {k: v for k, v in logs.items() if k not in METRIC_NAMES}
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._tail_checked:  # a resumed run appends after what a killed one left: never onto a torn row
+            drop_torn_tail(self.path)
+            self._tail_checked = True
         with self.path.open("a") as fh:
             fh.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def drop_torn_tail(path: Path) -> int:
+    """Cut a last line without its newline (a row a killed process was writing) off ``path``; bytes removed.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "m.jsonl"
+    >>> _ = p.write_text('{"step": 1}\\n{"step": 2, "kl'); drop_torn_tail(p), p.read_text()
+    (15, '{"step": 1}\\n')
+    >>> drop_torn_tail(p), drop_torn_tail(p.with_name("absent.jsonl"))
+    (0, 0)
+    """
+    try:
+        with open(path, "r+b") as fh:
+            data = fh.read()
+            if not data or data.endswith(b"\n"):
+                return 0
+            keep = data.rfind(b"\n") + 1
+            fh.truncate(keep)
+            return len(data) - keep
+    except FileNotFoundError:
+        return 0
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
