@@ -224,6 +224,37 @@ def tree_usage(path: Path) -> tuple[int, float]:
     return total, newest
 
 
+def drop_torn_tail(path: "str | os.PathLike") -> int:
+    """Cut a last line without its newline (a row a killed process was writing) off ``path``; bytes removed.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "m.jsonl"
+    >>> _ = p.write_text('{"step": 1}\\n{"step": 2, "kl'); drop_torn_tail(p), p.read_text()
+    (15, '{"step": 1}\\n')
+    >>> drop_torn_tail(p), drop_torn_tail(p.with_name("absent.jsonl"))
+    (0, 0)
+    """
+    try:
+        with open(path, "r+b") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0 or (fh.seek(size - 1), fh.read(1))[1] == b"\n":
+                return 0  # the usual case: one byte read
+            fh.seek(0)
+            keep = fh.read().rfind(b"\n") + 1
+            fh.truncate(keep)
+            return size - keep
+    except FileNotFoundError:
+        return 0
+
+
+def open_append(path: "str | os.PathLike", encoding: str = "utf-8") -> IO[str]:
+    """Open an append-only JSONL log (results, metrics, plans) to continue it: a last row a killed run left
+    without its newline is cut first (:func:`drop_torn_tail`), so the first new row does not land on it and turn
+    it into a bad line in the middle. Readers skip such a torn last row; the resumed run writes it again."""
+    drop_torn_tail(path)
+    return open(path, "a", encoding=encoding)
+
+
 # ------------------------------------------------------------------------------- parsers with a depth limit
 
 

@@ -85,6 +85,19 @@ def test_failed_runs_are_recorded_and_resume_skips_done_keys(tmp_path):
                        progress=False)
 
 
+def test_a_row_a_killed_run_left_half_written_is_run_again_and_kept(tmp_path):
+    tasks = [Task(f"o__r-{i}", "o/r", "c" * 40, "bug", gold_files=GOLD) for i in range(2)]
+    cfg = HintExperimentConfig(precisions=[0.0, 1.0], set_size=2, verify=False)
+    run_experiment(tasks, _Agent(), cfg, tmp_path, {t.instance_id: BAD for t in tasks}, "test", progress=False)
+    results = tmp_path / "results.jsonl"
+    results.write_text(results.read_text()[:-40])  # killed while writing its last row
+    again = _Agent()
+    run_experiment(tasks, again, cfg, tmp_path, {}, "test", progress=False)
+    assert len(again.calls) == 1 and len(read_jsonl(results)) == 6  # the new row was not appended onto the torn one
+    third = _Agent()
+    assert len(run_experiment(tasks, third, cfg, tmp_path, {}, "test", progress=False)) == 6 and not third.calls
+
+
 def test_summary_pairs_each_hinted_run_with_its_no_hint_run(tmp_path):
     tasks = [Task(f"o__r-{i}", "o/r", "c" * 40, "bug", gold_files=GOLD) for i in range(4)]
     cfg = HintExperimentConfig(precisions=[0.0, 0.5, 1.0], set_size=2, verify=False)

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from codegrep.data.tasks import Task
-from codegrep.files import write_atomic, write_errors
+from codegrep.files import open_append, write_atomic, write_errors
 from codegrep.quiet import show_bar
 
 NO_HINT = "none"
@@ -176,7 +176,7 @@ def load_or_write_plan(out: Path, plan: list[dict[str, Any]], settings: dict[str
         known = {key(r) for r in old_plan}
         added = [r for r in plan if key(r) not in known]  # e.g. more tasks than the first time
         if added:
-            with plan_path.open("a") as fh:
+            with open_append(plan_path) as fh:
                 fh.writelines(json.dumps(r) + "\n" for r in added)
         return old_plan + added
     out.mkdir(parents=True, exist_ok=True)
@@ -240,7 +240,7 @@ def run_experiment(tasks: Sequence[Task], agent: Any, config: HintExperimentConf
     results_path = out / "results.jsonl"
     todo = [p for p in pending(plan, read_jsonl(results_path), config.retry_failed) if p["instance_id"] in by_id]
     # an append-only log (one complete line per finished row, flushed): a resumed run continues it
-    with write_errors(results_path), results_path.open("a") as fh:
+    with write_errors(results_path), open_append(results_path) as fh:
         for row in tqdm(todo, desc="hint experiment", disable=not show_bar(progress)):
             res = run_one(agent, by_id[row["instance_id"]], row, verifier if config.verify else None)
             fh.write(json.dumps(res) + "\n")

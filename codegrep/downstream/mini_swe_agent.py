@@ -23,6 +23,7 @@ from codegrep.data.gitcmd import detached_worktree
 from codegrep.data.tasks import Task
 from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
                                        resolved_from_report)
+from codegrep.files import open_append
 
 FENCE = "bash"  # the code-fence word the model must use; mini-swe-agent 1.x trajectories used it
 
@@ -180,5 +181,5 @@ class MiniSweAgent:
         path.parent.mkdir(parents=True, exist_ok=True)
         row = {"instance_id": task.instance_id, "model_name_or_path": f"mini-swe-agent__{self.config.model_name}",
                "model_patch": patch}
-        with path.open("a") as fh:
+        with open_append(path) as fh:
             fh.write(json.dumps(row) + "\n")

@@ -13,7 +13,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from codegrep.files import open_append
 from codegrep.quiet import show_bar
+
 
 def initial_policy_dir(config: dict[str, Any]) -> Path | None:
     """The policy a run started GRPO from (its ``config.json`` ``initial_policy``: the warm start, or the base
@@ -70,7 +72,7 @@ def agent_rows(cfg: dict[str, Any], model: str | Path, tasks: Sequence[Any], res
             return [done[t.instance_id] for t in tasks]
         pool, tools = WorktreePool.from_config(env_sec), ToolConfig.from_dict(env_sec)
         bar = tqdm(total=len(todo), desc=f"agent {Path(str(model)).name}", unit="instance", disable=not show_bar(progress))
-        with out_path.open("a") as fh:
+        with open_append(out_path) as fh:
             for batch in batches:
                 with ExitStack() as stack:
                     envs = [stack.enter_context(open_environment(t, resolver, pool, env_sec.get("mode", "worktree"),
@@ -122,7 +124,7 @@ def _merge_parts(out_path: Path) -> None:
     if not parts:
         return
     have = read_rows(out_path) if out_path.exists() else {}
-    with out_path.open("a") as fh:
+    with open_append(out_path) as fh:
         for part in parts:
             for iid, row in read_rows(part).items():
                 if iid not in have:
@@ -176,7 +178,7 @@ def _rows_in_processes(cfg: dict[str, Any], model: str | Path, batches: list[lis
             bar.refresh()
     bar.close()
     rows = {iid: row for p in parts for iid, row in read_rows(p).items()}
-    with out_path.open("a") as fh:
+    with open_append(out_path) as fh:
         for batch in batches:
             for task in batch:
                 fh.write(json.dumps(rows[task.instance_id], default=str) + "\n")

@@ -23,6 +23,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
+from codegrep.files import open_append
 from codegrep.rl.advantages import (LAYERS, POST_NORM_LAYERS, advantage_parts, efficiency_advantage,
                                      gated_efficiency_advantage, tied_groups)
 from codegrep.rl.kl import ExactProbeCallback, KLProbe, masked_mean_kl, model_token_mask, read_probe_set
@@ -374,7 +375,7 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
             float(tied_groups(f + self.cg.format_weight * fmt, groups).mean()))
         self._log_episode_metrics(mode)
         if mode == "train" and self.cg.record_groups and self.accelerator.is_main_process:
-            with (Path(self.args.output_dir).parent / "groups.jsonl").open("a") as fh:
+            with open_append(Path(self.args.output_dir).parent / "groups.jsonl") as fh:
                 fh.write(json.dumps({"step": self.state.global_step + 1, "group_size": groups,
                                      "f_beta": f.tolist(), "format": fmt.tolist(), "cost": cost.tolist()}) + "\n")
         n_loss = float(batch["prompt_mask"].sum() + batch["completion_mask"].sum())
@@ -632,7 +633,6 @@ class MetricsJsonlCallback(TrainerCallback):
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._step_started = time.perf_counter()
-        self._tail_checked = False
 
     def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001 (transformers' signature)
         self._step_started = time.perf_counter()
@@ -644,33 +644,8 @@ class MetricsJsonlCallback(TrainerCallback):
         row.update({new: logs[old] for old, new in METRIC_NAMES.items() if old in logs})
         row["trl"] = {k: v for k, v in logs.items() if k not in METRIC_NAMES}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self._tail_checked:  # a resumed run appends after what a killed one left: never onto a torn row
-            drop_torn_tail(self.path)
-            self._tail_checked = True
-        with self.path.open("a") as fh:
+        with open_append(self.path) as fh:  # a resumed run appends after what a killed one left
             fh.write(json.dumps(row, sort_keys=True) + "\n")
-
-
-def drop_torn_tail(path: Path) -> int:
-    """Cut a last line without its newline (a row a killed process was writing) off ``path``; bytes removed.
-
-    >>> import tempfile
-    >>> p = Path(tempfile.mkdtemp()) / "m.jsonl"
-    >>> _ = p.write_text('{"step": 1}\\n{"step": 2, "kl'); drop_torn_tail(p), p.read_text()
-    (15, '{"step": 1}\\n')
-    >>> drop_torn_tail(p), drop_torn_tail(p.with_name("absent.jsonl"))
-    (0, 0)
-    """
-    try:
-        with open(path, "r+b") as fh:
-            data = fh.read()
-            if not data or data.endswith(b"\n"):
-                return 0
-            keep = data.rfind(b"\n") + 1
-            fh.truncate(keep)
-            return len(data) - keep
-    except FileNotFoundError:
-        return 0
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
