@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from codegrep.data.tasks import Task
+from conftest import commit_all
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.evaluate import MACRO_KEYS, acc_curve, evaluate, read_rows
 from codegrep.retrievers.registry import make_retriever
@@ -153,6 +154,35 @@ def test_random_in_a_repository_without_python_draws_its_source_files(cache, tmp
     task = Task("local__poly-1", "local/poly", "HEAD", "anything", gold_files=["server/token.go"])
     files = make_retriever("random").retrieve(task, repo).files
     assert sorted(files) == ["crates/lexer.rs", "server/token.go", "web/cart.ts"]
+
+
+def test_random_matches_suffixes_whatever_their_case(cache, tmp_path):
+    """``X.PY`` is a Python file: the case-sensitive match found no ``.py`` and drew README and notes too."""
+    repo = tmp_path / "upper"
+    for rel in ("pkg/CORE.PY", "pkg/Util.Py", "README.md", "notes.txt"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x\n")
+    task = Task("local__upper-1", "local/upper", "HEAD", "anything", gold_files=["pkg/CORE.PY"])
+    assert sorted(make_retriever("random").retrieve(task, repo).files) == ["pkg/CORE.PY", "pkg/Util.Py"]
+
+
+def test_retrieve_random_on_a_repository_answers_the_same_twice(cache, tmp_path, capsys):
+    """``codegrep retrieve --retriever random`` drew other files on every call: the ad-hoc task id was the time."""
+    from codegrep.cli import main
+
+    repo = tmp_path / "many"
+    commit_all(repo, {f"pkg/m{i:02d}.py": f"x = {i}\n" for i in range(60)})
+    answers = []
+    for _ in range(3):
+        assert main(["retrieve", "--repo", str(repo), "--retriever", "random", "--k", "5", "parser crash"]) == 0
+        answers.append(capsys.readouterr().out)
+    assert answers[0] == answers[1] == answers[2] and len(answers[0].split()) == 5
+    assert main(["retrieve", "--repo", str(repo), "--commit", "HEAD", "--retriever", "random", "--k", "5",
+                 "parser crash"]) == 0
+    assert main(["retrieve", "--repo", str(repo), "--commit", "HEAD", "--retriever", "random", "--k", "5",
+                 "parser crash"]) == 0
+    at_head = capsys.readouterr().out.split()  # the two answers at the commit, one after the other
+    assert len(at_head) == 10 and at_head[:5] == at_head[5:]
 
 
 def test_heuristic_reports_its_tool_use(cache, tiny_repo):

@@ -6,6 +6,7 @@ id (online only; ``owner/name`` or ``owner/name:split``) or ``"default"`` (the o
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -22,6 +23,18 @@ from codegrep.data.patches import FileChange, gold_files_from_patch, patch_chang
 
 if TYPE_CHECKING:
     from codegrep.data.repos import RepoResolver
+
+
+def adhoc_id(repo: str | Path, commit: str, query: str) -> str:
+    """The instance id of an ad-hoc query: a digest of repository, commit and query text, so the same request
+    gets the same id (a retriever seeded per instance draws the same files) and another request another one.
+
+    >>> adhoc_id("/src/proj", "HEAD", "crash") == adhoc_id("/src/proj", "HEAD", "crash") != adhoc_id("/src/proj", "HEAD", "bug")
+    True
+    >>> adhoc_id("/src/proj", "WORKTREE", "fix the parser")
+    'adhoc-59f5985fc12a'
+    """
+    return "adhoc-" + hashlib.sha1(f"{repo}\0{commit}\0{query}".encode()).hexdigest()[:12]
 
 
 @dataclass

@@ -11,7 +11,7 @@ from codegrep.data.tasks import Task
 from codegrep.metrics import dedupe
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import DEFAULT_MAX_FILE_BYTES, list_files
-from codegrep.retrievers.query import SOURCE_SUFFIXES
+from codegrep.retrievers.query import SOURCE_SUFFIXES, has_suffix
 
 
 class OracleRetriever:
@@ -59,8 +59,8 @@ class RandomRetriever:
         start = time.perf_counter()
         files = list_files(Path(checkout), DEFAULT_MAX_FILE_BYTES)
         if self.config.suffixes:  # a repository without such files (Go, JS, ...): its source files, as bm25 indexes
-            files = [f for f in files if f.endswith(tuple(self.config.suffixes))] or \
-                [f for f in files if f.endswith(SOURCE_SUFFIXES)] or files
+            files = [f for f in files if has_suffix(f, self.config.suffixes)] or \
+                [f for f in files if has_suffix(f, SOURCE_SUFFIXES)] or files
         rng = random.Random(instance_seed(self.config.seed, task.instance_id))
         picked = rng.sample(files, min(self.config.k, len(files)))
         return Retrieval(files=picked, seconds=time.perf_counter() - start,

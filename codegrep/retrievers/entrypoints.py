@@ -1,24 +1,26 @@
 """Glue for the CLI and other callers: retrieve in a user's repository, load a task source with its repos."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from codegrep import Retriever
-from codegrep.data.tasks import Task
+from codegrep.data.tasks import Task, adhoc_id
 from codegrep.errors import UserError
 from codegrep.retrievers.base import Retrieval
 
 
 def adhoc_task(repo_dir: Path, issue: str, commit: str | None = None) -> Task:
-    """A task for free text against a local repository (no gold files).
+    """A task for free text against a local repository (no gold files); its id is a digest of the repository, the
+    commit and the text (:func:`codegrep.data.tasks.adhoc_id`), so a seeded retriever (``random``) gives the same
+    answer to the same request.
 
     >>> t = adhoc_task(Path("/src/myproj"), "crash in parser")
-    >>> t.repo, t.base_commit, t.gold_files
-    ('local/myproj', '', [])
+    >>> t.repo, t.base_commit, t.gold_files, t.instance_id == adhoc_task(Path("/src/myproj"), "crash in parser").instance_id
+    ('local/myproj', '', [], True)
     """
-    return Task(instance_id=f"adhoc-{int(time.time() * 1000)}", repo=f"local/{Path(repo_dir).resolve().name}",
+    repo = Path(repo_dir).resolve()
+    return Task(instance_id=adhoc_id(repo, commit or "", issue), repo=f"local/{repo.name}",
                 base_commit=commit or "", problem_statement=issue)
 
 

@@ -6,7 +6,6 @@ Every bad argument raises ``RequestError`` whose message is what the MCP client 
 """
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 from contextlib import contextmanager
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from codegrep.data.gitcmd import run as run_git
-from codegrep.data.tasks import Task
+from codegrep.data.tasks import Task, adhoc_id
 
 WORKTREE = "WORKTREE"  # base_commit label of a request on the live (possibly uncommitted) tree
 _COMMIT_SPEC = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._/~^@{}-]{0,199}$")  # a rev, never an option
@@ -145,7 +144,6 @@ def adhoc_task(query: str, repo: Path, commit: str) -> Task:
     >>> t.instance_id.startswith("adhoc-"), t.repo, t.base_commit, t.gold_files
     (True, 'proj', '', [])
     """
-    digest = hashlib.sha1(f"{repo}\0{commit}\0{query}".encode()).hexdigest()[:12]
     base_commit = "" if commit == WORKTREE else commit
-    return Task(instance_id=f"adhoc-{digest}", repo=repo.name, base_commit=base_commit,
+    return Task(instance_id=adhoc_id(repo, commit, query), repo=repo.name, base_commit=base_commit,
                 problem_statement=query, gold_files=[], extra={"source": "mcp", "path": str(repo)})
