@@ -129,3 +129,24 @@ def test_rollout_counts_only_calls_that_ran():
 
     RolloutRunner([], None, None, CONFIG)._turn(trainer, tok, [ep], [SimpleNamespace(run_turn=never)], 1)
     assert ep.done and ep.submitted == ["a.py"] and ep.tool_calls == 0 and ep.parse_errors == 0
+
+
+def test_ranked_line_keeps_a_file_name_with_a_comma_whole(tmp_path):
+    """The ranked line joins files with ``", "`` and was split on it: ``notes, draft.py`` came back as two files
+    (``notes`` and ``draft.py``) in the files a turn listed (and so in the names ``copy_greps`` lets a submit use)."""
+    from codegrep.agent.constraints import shown_files
+    from codegrep.agent.protocol import listed_files, ranked_lines
+
+    root = tmp_path / "repo"
+    commit_all(root, {"pkg/notes, draft.py": "def parse_config(x):\n    return x\n",
+                      "pkg/cli.py": "parse_config(1)\n", '"q".py': "parse_config(2)\n"})
+    config = AgentConfig(max_turns=3, grep_view="files", rank_files=5)
+    with RepoToolEnvironment(root) as env:
+        out = apply_turn(block("grep", pattern="parse_config"), 1, config, env.run_turn)
+    ranked = ['pkg/notes, draft.py', '"q".py', 'pkg/cli.py']
+    assert ranked_lines(out.observation) == [ranked]
+    assert listed_files(out.observation) == ranked
+    assert shown_files("Issue:\nx\n\nTurn 1 of 3." + out.observation) == [json.dumps(f)[1:-1] for f in ranked]
+    with RepoToolEnvironment(root) as env:
+        plain = apply_turn(block("grep", pattern="parse_config", path="pkg/cli.py"), 1, config, env.run_turn)
+    assert plain.observation.startswith("Files ranked by this turn's searches: pkg/cli.py\n")  # plain names: as before

@@ -499,7 +499,7 @@ def apply_turn(output: str, number: int, config: AgentConfig,
                                              call_tokens=config.max_call_tokens)
     ranked = ranked_files(outcome.calls, outcome.results, config.rank_files) if config.rank_files else []
     if ranked:
-        outcome.observation = f"{_RANKED}{', '.join(ranked)}\n{outcome.observation}"
+        outcome.observation = f"{ranked_line(ranked)}\n{outcome.observation}"
     return outcome
 
 
@@ -598,14 +598,45 @@ def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: 
     return sorted(scores, key=lambda p: (-scores[p], p))[:top]
 
 
+def ranked_line(files: Sequence[str]) -> str:
+    """The line that opens an observation with the turn's ranked files (``agent.rank_files``), joined by ``", "``;
+    a name that holds ``", "`` or starts with ``"`` is written as a JSON string, so :func:`ranked_lines` reads back
+    every name whole (other names as they are).
+
+    >>> print(ranked_line(["b.py", "notes, draft.py", "a,b.py"]))
+    Files ranked by this turn's searches: b.py, "notes, draft.py", a,b.py
+    """
+    return _RANKED + ", ".join(json.dumps(f, ensure_ascii=False) if ", " in f or f.startswith('"') else f
+                               for f in files)
+
+
+_RANKED_ITEM = re.compile(r'("(?:[^"\\]|\\.)*")(?=, |$)|((?:(?!, ).)*)')
+
+
+def _ranked_names(text: str) -> list[str]:
+    """The names of one ranked line after its prefix (:func:`ranked_line`'s inverse)."""
+    names, pos = [], 0
+    while True:
+        m = _RANKED_ITEM.match(text, pos)
+        try:
+            names.append(json.loads(m.group(1)) if m.group(1) else m.group(2))
+        except ValueError:  # not JSON after all: the text as written
+            names.append(m.group(1))
+        if m.end() >= len(text):
+            return names
+        pos = m.end() + 2
+
+
 def ranked_lines(observation: str) -> list[list[str]]:
-    """The ranked lines (``Files ranked by this turn's searches: ...``, :func:`apply_turn`) an observation shows,
+    """The ranked lines (``Files ranked by this turn's searches: ...``, :func:`ranked_line`) an observation shows,
     each as its files in rank order.
 
     >>> ranked_lines("Files ranked by this turn's searches: b.py, a.py\\n<tool_response>...</tool_response>")
     [['b.py', 'a.py']]
+    >>> ranked_lines(ranked_line(["x,, y.py", "notes, draft.py", '"q".py', ""]))
+    [['x,, y.py', 'notes, draft.py', '"q".py', '']]
     """
-    return [line[len(_RANKED):].split(", ") for line in observation.splitlines() if line.startswith(_RANKED)]
+    return [_ranked_names(line[len(_RANKED):]) for line in observation.splitlines() if line.startswith(_RANKED)]
 
 
 def listed_files(observation: str) -> list[str]:
