@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from codegrep.data.tasks import Task
+from codegrep.env.tools import ToolCall
 from conftest import commit_all
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.evaluate import MACRO_KEYS, acc_curve, evaluate, read_rows
@@ -105,6 +106,30 @@ def test_heuristic_puts_a_go_or_ts_definition_before_its_callers(defining, calli
     result = make_retriever("grep-heuristic").retrieve(task, repo)
     assert result.files[:2] == [defining, calling], result.reasons
     assert "(def)" in result.reasons[defining]
+
+
+def test_heuristic_reads_grep_hits_of_a_file_named_with_colons(cache, tmp_path):
+    """``path:line:text`` split at the first ``:<digits>:`` took ``v:12:core.go:3:...`` for a hit in file ``v`` (line
+    12): the file that defines the name was dropped (``v`` is no source file) and its caller ranked alone."""
+    from codegrep.agent.protocol import shape_result
+    from codegrep.env.tools import RepoToolEnvironment
+    from codegrep.retrievers.heuristic import parse_hits
+
+    repo = tmp_path / "odd"
+    commit_all(repo, {"v:12:core.go": "package v\n\nfunc ValidateSessionToken(t string) error {\n\treturn nil\n}\n",
+                      "api/handlers.go": "var r = ValidateSessionToken(x)\n"})
+    task = Task("local__odd-1", "local/odd", "", "ValidateSessionToken gives the wrong answer",
+                gold_files=["v:12:core.go"])
+    result = make_retriever("grep-heuristic").retrieve(task, repo)
+    assert result.files[:2] == ["v:12:core.go", "api/handlers.go"], result.reasons
+    with RepoToolEnvironment(repo) as env:
+        grep = env.call(ToolCall("grep", {"pattern": "ValidateSessionToken"}))
+    assert grep.output == "api/handlers.go:1:var r = ValidateSessionToken(x)\n" \
+                          "v:12:core.go:3:func ValidateSessionToken(t string) error {"  # what the model sees: as before
+    assert parse_hits(grep)[0] == {"api/handlers.go": ["var r = ValidateSessionToken(x)"],
+                                   "v:12:core.go": ["func ValidateSessionToken(t string) error {"]}
+    assert shape_result(ToolCall("grep", {"pattern": "ValidateSessionToken"}), grep, "files").output == \
+        "api/handlers.go (1 hit)\nv:12:core.go (1 hit)"
 
 
 @pytest.mark.parametrize("gold", ["src/components/CartTotal.vue", "lib/cart_total.dart", "src/cart-total.mjs",

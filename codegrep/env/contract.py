@@ -34,6 +34,10 @@ class ToolResult:
     truncated: bool = False
     latency_ms: float = 0.0
     bytes_out: int = 0
+    files: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """The listed names a grep's ``path:line:text`` lines start with, as the environment knows them (ripgrep's
+    ``--null`` ends each path), so a name holding ``:12:`` parses whole (``codegrep.retrievers.heuristic.split_hit``);
+    empty for a result rebuilt from text. Not part of what the model sees."""
 
     def text(self) -> str:
         """Exactly what the model sees for this call."""

@@ -97,8 +97,8 @@ class ToolEnvironmentBase:
             if name not in TOOL_NAMES:
                 raise ToolError(f"unknown tool {name!r}; available tools: {', '.join(TOOL_NAMES)}")
             args = parse_arguments(call)
-            output, truncated = getattr(self, f"_tool_{name}")(**args)
-            result = ToolResult(name, True, output=output, truncated=truncated)
+            output, truncated, *shown = getattr(self, f"_tool_{name}")(**args)  # grep: also the names it shows
+            result = ToolResult(name, True, output=output, truncated=truncated, files=tuple(shown[0]) if shown else ())
         except (ToolError, SandboxError) as exc:
             result = ToolResult(name, False, error=str(exc))
         except TypeError as exc:  # missing required argument
@@ -147,9 +147,11 @@ class ToolEnvironmentBase:
             raise ToolError(f"{rel} does not exist in the repository")
         return hits
 
-    def _grep_lines(self, pattern: str, files: list[str], ignore_case: bool, context: int) -> tuple[list[str], bool]:
+    def _grep_lines(self, pattern: str, files: list[str], ignore_case: bool,
+                    context: int) -> tuple[list[str], bool, list[str]]:
         """``path:line:text`` (context ``path-line-text``, groups split by ``--``) for ``files``, in order;
-        and whether the raw output was cut (the cap) before all files were searched. ``files`` are at most
+        whether the raw output was cut (the cap) before all files were searched; and the names the lines start
+        with (their ``path`` is one of them: a name may hold ``:12:``, :attr:`ToolResult.files`). ``files`` are at most
         ``max_file_bytes`` each (:meth:`_tool_grep` leaves the others out: ripgrep ignores --max-filesize for
         explicit paths)."""
         listing, cfg = self._listing(), self.config
@@ -202,10 +204,12 @@ class ToolEnvironmentBase:
                     break
                 pos = end + 1
         out: list[str] = []
+        shown: list[str] = []
         for name in files:
             lines = chunks.get(listing.disk[name])
             if not lines:
                 continue
+            shown.append(name)
             if out and context:
                 out.append("--")
             for rest in lines:
@@ -214,10 +218,11 @@ class ToolEnvironmentBase:
                     continue
                 m = _LINE.match(rest)
                 out.append(f"{name}{m.group(2).decode()}{rest.decode('utf-8', 'replace')}")
-        return out, capped
+        return out, capped, shown
 
     # --- the three tools -------------------------------------------------------------------------
-    def _tool_grep(self, pattern=None, path=None, include=None, ignore_case=False, context=0) -> tuple[str, bool]:
+    def _tool_grep(self, pattern=None, path=None, include=None, ignore_case=False,
+                   context=0) -> tuple[str, bool] | tuple[str, bool, list[str]]:
         cfg = self.config
         pattern = check_regex(pattern)
         rel = self._path_arg(path)
@@ -233,7 +238,7 @@ class ToolEnvironmentBase:
         searched, skipped = [], []  # files over max_file_bytes are not searched; say so: not "no matches" in them
         for f in files:
             (searched if self._size(f) <= cfg.max_file_bytes else skipped).append(f)
-        lines, capped = self._grep_lines(pattern, searched, bool_arg(ignore_case, "ignore_case"), ctx)
+        lines, capped, names = self._grep_lines(pattern, searched, bool_arg(ignore_case, "ignore_case"), ctx)
         note = textops.skipped_note(skipped, cfg.max_file_bytes, cfg.max_line_chars) if skipped else ""
         if not lines:
             return "No matches found." + (f"\n{note}" if note else ""), False
@@ -245,7 +250,7 @@ class ToolEnvironmentBase:
         if note:  # before the truncation note, which stays the last line
             head, _, tail = text.rpartition("\n") if truncated else (text, "", "")
             text = "\n".join(p for p in (head, note, tail) if p)
-        return text, truncated
+        return text, truncated, names
 
     def _matching(self, regex: re.Pattern, files: list[str], prefix: str) -> list[str]:
         """``files`` whose path (below ``prefix`` when under it) a compiled glob matches, within ``timeout_s``:

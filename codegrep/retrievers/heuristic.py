@@ -17,7 +17,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from codegrep.data.tasks import Task
 from codegrep.env.tools import ToolCall, ToolResult
@@ -42,7 +42,7 @@ should would could returns return value values instead example examples please t
 happens happen version versions using called calling passed passing given object objects string
 """.split())
 _SUFFIX = re.compile(r"(?:ing|ed|es|s|ly)$")
-_HIT = re.compile(r"^(.+?):(\d+):(.*)$")
+_HIT_SEP = re.compile(r"(?=:(\d+):)")
 _TOTAL = re.compile(r"showing \d+ of (?:more than )?(\d+) lines")
 
 
@@ -113,6 +113,22 @@ def term_call(term: str, kind: str) -> ToolCall:
     return ToolCall("grep", {"pattern": rf"\b{re.escape(term)}\b", "ignore_case": False})
 
 
+def split_hit(line: str, names: Collection[str] = ()) -> tuple[str, str] | None:
+    """``(path, text)`` of a grep ``path:line:text`` line (None for another line). With ``names`` (the names the
+    result's lines start with, :attr:`ToolResult.files`) the path is the one of them the line starts with, so a file
+    named ``v:12:core.go`` is read whole; without, it ends at the first ``:<digits>:``.
+
+    >>> split_hit("a.py:3:x = {1:2:3}"), split_hit("v:12:core.go:3:func f()"), split_hit("--")
+    (('a.py', 'x = {1:2:3}'), ('v', 'core.go:3:func f()'), None)
+    >>> split_hit("v:12:core.go:3:func f()", {"v:12:core.go"})
+    ('v:12:core.go', 'func f()')
+    """
+    for m in _HIT_SEP.finditer(line, 1):
+        if not names or line[:m.start()] in names:
+            return line[:m.start()], line[m.start() + len(m.group(1)) + 2:]
+    return None
+
+
 def parse_hits(result: ToolResult) -> tuple[dict[str, list[str]], int]:
     """``({file: [hit line text]}, total hit lines)`` from a grep or glob result (errors: nothing).
 
@@ -123,15 +139,15 @@ def parse_hits(result: ToolResult) -> tuple[dict[str, list[str]], int]:
     hits: dict[str, list[str]] = defaultdict(list)
     if not result.ok or result.output.startswith("No "):
         return {}, 0
-    lines = result.output.splitlines()
+    lines, names = result.output.splitlines(), frozenset(result.files)
     total = next((int(m.group(1)) for m in map(_TOTAL.search, lines[-1:]) if m), None)
     for line in lines:
         if line.startswith("[... truncated"):
             continue
         if result.name == "glob":
             hits[line].append("")
-        elif (m := _HIT.match(line)):
-            hits[m.group(1)].append(m.group(3))
+        elif (hit := split_hit(line, names)):
+            hits[hit[0]].append(hit[1])
     return dict(hits), total or sum(map(len, hits.values()))
 
 
