@@ -25,10 +25,13 @@ _LINE_SUFFIX = re.compile(r":\d+(?::\d+)?(?:-\d+)?$")
 def normalize_path(path: str, repo_root: str | None = None) -> str:
     """Return a repository-relative POSIX path.
 
+    A leading ``a/`` or ``b/`` is a directory like any other (a repository may have one): git's diff prefixes are
+    removed where the text is a diff (:mod:`codegrep.data.patches`, :func:`diff_path`), not here.
+
     >>> normalize_path("./pkg/a.py")
     'pkg/a.py'
-    >>> normalize_path("a/pkg/a.py"), normalize_path("b/pkg/a.py")
-    ('pkg/a.py', 'pkg/a.py')
+    >>> normalize_path("a/pkg/a.py"), normalize_path("/testbed/b/x.go")
+    ('a/pkg/a.py', 'b/x.go')
     >>> normalize_path("/testbed/pkg/a.py:12")
     'pkg/a.py'
     >>> normalize_path("/workspace/django__django__3.0/django/db/models.py")
@@ -46,13 +49,10 @@ def normalize_path(path: str, repo_root: str | None = None) -> str:
         root = repo_root.rstrip("/") + "/"
         if p.startswith(root):
             p = p[len(root):]
-    stripped = False
     for rx in _SANDBOX_PREFIXES:
         if rx.match(p):
-            p, stripped = rx.sub("", p, count=1), True
+            p = rx.sub("", p, count=1)
             break
-    if p.startswith(("a/", "b/")) and not (repo_root or stripped):  # git diff's a/ b/ prefixes
-        p = p[2:]
     parts: list[str] = []
     for part in p.split("/"):
         if part in ("", "."):
@@ -62,6 +62,17 @@ def normalize_path(path: str, repo_root: str | None = None) -> str:
             continue
         parts.append(part)
     return "/".join(parts)
+
+
+def diff_path(path: str) -> str:
+    """A path as a diff header writes it (``--- a/X``, ``+++ b/X``, ``diff --git a/X b/X``): git's ``a/``/``b/``
+    prefix removed, then normalised. Only for text known to be such a header.
+
+    >>> diff_path("a/pkg/x.py"), diff_path("b/a/x.go")
+    ('pkg/x.py', 'a/x.go')
+    """
+    p = path.strip()
+    return normalize_path(p[2:] if p.startswith(("a/", "b/")) else p)
 
 
 def dedupe(paths: Iterable[str]) -> list[str]:

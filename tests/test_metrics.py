@@ -32,14 +32,16 @@ def test_duplicates_count_once_and_keep_first_rank():
 
 
 def test_unnormalised_paths_on_both_sides():
-    pred = ["/workspace/django__django__3.0/django/db/x.py:10", "b/django/db/y.py", "django\\db\\z.py"]
-    gold = ["a/django/db/y.py", "./django/db/z.py"]
+    pred = ["/workspace/django__django__3.0/django/db/x.py:10", "/testbed/django/db/y.py", "django\\db\\z.py"]
+    gold = ["'django/db/y.py:3'", "./django/db/z.py"]
     assert dedupe(pred) == ["django/db/x.py", "django/db/y.py", "django/db/z.py"]
     assert precision_recall(pred, gold) == (pytest.approx(2 / 3), 1.0)
     assert acc_at_k(pred, gold, 1) == 0.0 and acc_at_k(pred, gold, 2) == 1.0
     assert recall_at_k(pred, gold, 2) == 0.5 and mrr(pred, gold) == 0.5
     assert normalize_path("'/testbed/src/m.py:3:7'") == "src/m.py"
     assert normalize_path("/home/u/p/src/x.py", repo_root="/home/u/p/") == "src/x.py"
+    # a leading a/ or b/ is a directory (git's diff prefixes are the patch parser's business)
+    assert dedupe(["a/x.go", "x.go", "b/y.go"]) == ["a/x.go", "x.go", "b/y.go"]
 
 
 def test_f_beta_formula():

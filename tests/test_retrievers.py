@@ -289,6 +289,29 @@ def test_harness_metrics_match_hand_computed_and_resume(cache, tiny_repo, tmp_pa
     assert fixed.calls == 3 and len(read_rows(out)) == 2 and len(out.read_text().splitlines()) == 2
 
 
+def test_a_top_level_a_directory_is_scored_as_itself(cache, tmp_path):
+    """Every path lost a leading ``a/`` (meant for diff headers): in a repository with a top-level ``a/`` folder the
+    gold file ``a/x.go`` was scored as ``x.go``, so a retriever that ranked the other file ``x.go`` first got Acc@1 1
+    and the oracle returned a file that is not the gold one; an agent's submitted ``a/x.go`` became ``x.go`` too."""
+    from codegrep.agent.protocol import AgentConfig, apply_turn
+    from codegrep.data.repos import RepoResolver
+    from conftest import git_out
+
+    work = tmp_path / "repos" / "local__ab"
+    base = commit_all(work, {"a/x.go": "package a\n\nfunc Validate() {}\n", "x.go": "package x\n\nfunc ParseHeader() {}\n"})
+    (work / "a/x.go").write_text("package a\n\nfunc Validate() { panic(1) }\n")
+    patch = git_out(work, "diff", strip=False)
+    task = Task("local__ab-1", "local/ab", base, "ParseHeader is wrong", patch=patch)
+    assert task.gold_files == ["a/x.go"]
+    resolver = RepoResolver(repos_dir=tmp_path / "repos", offline=True)
+    heuristic = evaluate([task], resolver, make_retriever("grep-heuristic"), tmp_path / "h.jsonl", k=1, progress=False)
+    assert read_rows(tmp_path / "h.jsonl")["local__ab-1"]["files"] == ["x.go"] and heuristic["acc@1"] == 0.0
+    evaluate([task], resolver, make_retriever("oracle"), tmp_path / "o.jsonl", k=1, progress=False)
+    assert read_rows(tmp_path / "o.jsonl")["local__ab-1"]["files"] == ["a/x.go"]
+    submit = '<tool_call>{"name": "submit", "arguments": {"files": ["a/x.go", "/testbed/b/y.go"]}}</tool_call>'
+    assert apply_turn(submit, 1, AgentConfig(max_submit_files=5), lambda calls: []).submit == ["a/x.go", "b/y.go"]
+
+
 def test_calibration_retrievers(cache, tiny_repo, tmp_path):
     from codegrep.data.repos import RepoResolver
 

@@ -26,8 +26,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from codegrep.downstream.agents import DownstreamResult, candidate_hint
-from codegrep.metrics import dedupe
+from codegrep.metrics import dedupe, diff_path
 
+_DIFF_HEADERS = ("diff --git ", "--- ", "+++ ")
 _PATH = re.compile(r"(?<![\w/.-])(?:\./|/testbed/)?((?:[\w.-]+/)+[\w.-]+\.(?:py|pyi|pyx|c|h|cpp|js|ts|rst|cfg|toml|txt))\b")
 
 
@@ -147,12 +148,19 @@ def steps_from_usage(usage: Sequence[tuple[int, int]], viewed: Sequence[Sequence
 
 
 def observed_paths(text: str) -> list[str]:
-    """Repository-looking file paths in an observation.
+    """Repository-looking file paths in an observation; on a diff header line (``diff --git a/X b/X``, ``--- a/X``,
+    ``+++ b/X``) without git's ``a/``/``b/`` prefix (elsewhere ``a/`` is a directory like any other).
 
     >>> observed_paths("./pkg/a.py:3:x\\n/testbed/pkg/b.pyi\\nREADME")
     ['pkg/a.py', 'pkg/b.pyi']
+    >>> observed_paths("diff --git a/pkg/a.py b/pkg/a.py\\n--- a/pkg/a.py\\n+++ b/pkg/a.py\\na/x.py:1:y")
+    ['pkg/a.py', 'a/x.py']
     """
-    return dedupe(_PATH.findall(text or ""))
+    found: list[str] = []
+    for line in (text or "").split("\n"):
+        paths = _PATH.findall(line)
+        found += map(diff_path, paths) if line.startswith(_DIFF_HEADERS) else paths
+    return dedupe(found)
 
 
 def _hit_drop(trace: Trace, hits: list[str]) -> set[int]:
