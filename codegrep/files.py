@@ -3,9 +3,11 @@ that never replace an input, and JSON with a depth limit. Errors are ``codegrep.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import threading
+import zlib
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -17,7 +19,8 @@ from codegrep.errors import UserError
 
 
 def read_text(path: str | os.PathLike, what: str = "file") -> str:
-    """A text file's content as UTF-8; a missing file, a directory or undecodable bytes name the file.
+    """A text file's content as UTF-8 (gunzipped when its name ends in ``.gz``); a missing file, a directory,
+    undecodable bytes or a damaged gzip stream name the file.
 
     >>> read_text("/nonexistent/tasks.jsonl", "tasks file")
     Traceback (most recent call last):
@@ -30,9 +33,36 @@ def read_text(path: str | os.PathLike, what: str = "file") -> str:
     if not p.exists():
         raise UserError(f"{what} not found: {p}")
     try:
-        return p.read_text(encoding="utf-8")
+        data = p.read_bytes()
+        if p.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"{what} {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise UserError(f"{what} {p}: not gzip data, or truncated ({exc or type(exc).__name__})") from None
+
+
+def jsonl_objects(path: str | os.PathLike, what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of a JSONL file (:func:`read_text`) whose rows must be JSON objects; blank lines are
+    skipped; a row that is not JSON, or not an object, is a ``UserError`` naming ``file:line``.
+
+    >>> import tempfile; p = Path(tempfile.mkdtemp()) / "r.jsonl"; _ = p.write_text('{"a": 1}\\n\\n[2]\\n')
+    >>> list(jsonl_objects(p))
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: .../r.jsonl:3: must be a JSON object, got list
+    """
+    for n, line in enumerate(read_text(path, what).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json_loads(line, f"{path}:{n}")
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{n}: not JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{n}: must be a JSON object, got {type(row).__name__}")
+        yield n, row
 
 
 def output_file(path: str | os.PathLike, what: str = "--out") -> Path:

@@ -8,6 +8,7 @@ boundary: an internal error keeps its traceback and says it is a bug.
 """
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,6 +342,20 @@ CASES = [
          ["downstream", "--tasks", f"{T}/t.jsonl", "--agent", "openhands", "--candidates", "none", "--out",
           f"{T}/d.jsonl", "--from-output", f"{T}/o.jsonl"], ["--from-output", "o.jsonl", "no results"],
          {"t.jsonl": jl(GOOD), "o.jsonl": "", "d.jsonl": jl({"instance_id": "o__n-1"})}),
+    Case("downstream --from-output OpenHands output not UTF-8",
+         ["downstream", "--tasks", "none", "--agent", "openhands", "--candidates", "none", "--out", f"{T}/d.jsonl",
+          "--from-output", f"{T}/o.jsonl"], ["o.jsonl", "UTF-8"], {"o.jsonl": b'{"instance_id": "caf\xe9"}\n'}),
+    Case("downstream --from-output OpenHands row not an object",
+         ["downstream", "--tasks", "none", "--agent", "openhands", "--candidates", "none", "--out", f"{T}/d.jsonl",
+          "--from-output", f"{T}/o.jsonl"], ["o.jsonl:2", "JSON object"], {"o.jsonl": jl({"instance_id": "a__b-1",
+                                                                                          "history": []}) + "[1]\n"}),
+    Case("downstream --from-output OpenHands row without an instance id",
+         ["downstream", "--tasks", "none", "--agent", "openhands", "--candidates", "none", "--out", f"{T}/d.jsonl",
+          "--from-output", f"{T}/o.jsonl"], ["o.jsonl:1", "instance_id"], {"o.jsonl": jl({"history": []})}),
+    Case("downstream --from-output trajectory truncated gzip",
+         ["downstream", "--tasks", "none", "--agent", "mini-swe-agent", "--candidates", "none", "--out",
+          f"{T}/d.jsonl", "--from-output", f"{T}/runs"], ["runs/a__b-1.traj.json.gz", "gzip"],
+         {"runs/a__b-1.traj.json.gz": gzip.compress(b'{"messages": []}')[:12]}),
     Case("verify --patch not UTF-8", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", f"{T}/p.diff"],
          ["--patch", "p.diff", "UTF-8"],
          {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"}), "p.diff": b"\xff\n"}),

@@ -11,13 +11,13 @@ import contextlib
 import json
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from codegrep.downstream.agents import DownstreamResult
 from codegrep.errors import UserError
-from codegrep.files import atomic_write, read_text
+from codegrep.files import atomic_write, jsonl_objects
 from codegrep.metrics import bootstrap_ci, dedupe, paired_bootstrap_diff
 from codegrep.quiet import show_bar
 
@@ -28,26 +28,42 @@ def load_candidates(path: str | Path) -> dict[str, list[str]]:
     if not p.is_file():
         raise FileNotFoundError(f"candidates file not found: {p}")
     out = {}
-    for n, row in _jsonl_objects(p, "candidates file"):
+    for n, row in jsonl_objects(p, "candidates file"):
         if "instance_id" not in row or not isinstance(row.get("files"), list):
             raise ValueError(f"{p}:{n}: a candidates row needs 'instance_id' and a 'files' list")
         out[row["instance_id"]] = dedupe(row["files"])
     return out
 
 
-def _jsonl_objects(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, row) of a JSONL file whose rows must be JSON objects; a row that is not is a ``UserError``
-    naming ``file:line`` (as is a file that is not UTF-8)."""
-    for n, line in enumerate(read_text(p, what).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{p}:{n}: not JSON ({exc})") from None
-        if not isinstance(row, dict):
-            raise UserError(f"{p}:{n}: must be a JSON object, got {type(row).__name__}")
-        yield n, row
+def results_from_agent_output(src: str | Path, report: dict[str, Any] | None = None) -> list[DownstreamResult]:
+    """Results of recorded real agent runs (``codegrep downstream --from-output``).
+
+    ``src`` is a mini-swe-agent trajectory (``*.traj.json[.gz]``) or a directory of them (searched
+    recursively: batch mode writes ``<id>/<id>.traj.json``), else an OpenHands ``output.jsonl`` (or a directory
+    holding exactly one); ``report``: a harness report of the runs. Nothing found is a ``UserError`` (never an empty result that replaces an earlier
+    ``--out``).
+    """
+    from codegrep.downstream.mini_swe_agent import TRAJECTORY_SUFFIXES, results_from_trajectories
+    from codegrep.downstream.openhands import results_from_output
+
+    src = Path(src)
+    if src.is_dir():
+        files = sorted(p for p in src.rglob("*") if p.name.endswith(TRAJECTORY_SUFFIXES) and p.is_file())
+        outputs = sorted(src.rglob("output.jsonl")) if not files else []
+        if len(outputs) > 1:
+            raise UserError(f"--from-output {src}: {len(outputs)} OpenHands output.jsonl files under it "
+                            f"({', '.join(str(o) for o in outputs[:3])}, ...); give one of them")
+        if not files and not outputs:
+            raise UserError(f"--from-output {src}: no mini-swe-agent *.traj.json[.gz] and no OpenHands output.jsonl "
+                            "under it")
+        results = results_from_trajectories(files, report) if files else results_from_output(outputs[0], report)
+    elif src.name.endswith(TRAJECTORY_SUFFIXES):
+        results = results_from_trajectories([src], report)
+    else:
+        results = results_from_output(src, report)
+    if not results:
+        raise UserError(f"--from-output {src}: no results in it (an OpenHands output.jsonl)")
+    return results
 
 
 def run_downstream(tasks: Sequence[Any], agent: Any, candidates: dict[str, list[str]] | None,
@@ -82,7 +98,7 @@ def read_results(path: str | Path) -> list[DownstreamResult]:
     if not p.is_file():
         raise FileNotFoundError(f"downstream results not found: {p}")
     results = []
-    for n, row in _jsonl_objects(p, "downstream results"):
+    for n, row in jsonl_objects(p, "downstream results"):
         try:
             results.append(DownstreamResult.from_row(row))
         except TypeError:

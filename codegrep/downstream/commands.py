@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.argtypes import positive_int
-from codegrep.errors import UserError
-from codegrep.files import output_file, read_json, refuse_overwriting_inputs, write_atomic
+from codegrep.files import output_file, refuse_overwriting_inputs, write_atomic
 
 
 def register(subparsers: Any) -> None:
@@ -30,8 +29,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--prepare-only", action="store_true",
                    help="openhands: lay out the run (dataset, config.toml, run.sh) and print its paths")
     p.add_argument("--from-output", default=None,
-                   help="read results from an existing OpenHands output.jsonl or a dir of mini-swe-agent "
-                        "*.traj.json instead of running the agent")
+                   help="read results of recorded runs instead of running the agent: an OpenHands output.jsonl, "
+                        "or a mini-swe-agent *.traj.json[.gz] or a directory of them (recursive)")
     p.add_argument("--report", default=None, help="swebench harness report for --from-output resolution")
     h = p.add_argument_group("randomized hint experiment (--hint-precision; --out is then a directory)")
     h.add_argument("--hint-precision", default=None, help="comma-separated hint precisions, e.g. 0,0.33,0.67,1")
@@ -57,27 +56,10 @@ def _tasks(args: argparse.Namespace, cfg: dict[str, Any], agent: Any) -> list[An
 
 
 def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | None) -> list[Any]:
+    from codegrep.downstream.agent_runs import results_from_agent_output
     from codegrep.downstream.agents import load_report
 
-    report = load_report(args.report) if args.report else None
-    src = Path(args.from_output)
-    if src.is_dir():
-        from codegrep.downstream.mini_swe_agent import result_from_trajectory
-
-        files = sorted(src.rglob("*.traj.json"))
-        if not files:  # not an empty result that replaces an earlier --out
-            raise UserError(f"--from-output {src}: no *.traj.json file under it (a mini-swe-agent output directory)")
-        results = [result_from_trajectory(read_json(f, "trajectory"), report, path=str(f))  # bad JSON: file:line
-                   for f in files]
-        for f, r in zip(files, results):
-            if not r.instance_id:
-                raise UserError(f"{f}: no instance_id (not a mini-swe-agent trajectory)")
-    else:
-        from codegrep.downstream.openhands import results_from_output
-
-        results = results_from_output(src, report)
-        if not results:  # not an empty result that replaces an earlier --out
-            raise UserError(f"--from-output {src}: no results in it (an OpenHands output.jsonl)")
+    results = results_from_agent_output(args.from_output, load_report(args.report) if args.report else None)
     if candidates is not None:
         for r in results:
             r.candidate_files = candidates.get(r.instance_id, [])

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from codegrep.data.gitcmd import detached_worktree
 from codegrep.data.tasks import Task
+from codegrep.errors import UserError
 from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
                                        resolved_from_report)
 from codegrep.files import open_append
@@ -104,16 +105,18 @@ def validate_config(config: dict[str, Any]) -> tuple[Any, Any, Any]:
 def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None = None,
                            candidate_files: Sequence[str] | None = None, path: str | None = None,
                            seconds: float = 0.0, repo: str = "") -> DownstreamResult:
-    """A ``DownstreamResult`` from a saved mini-swe-agent trajectory (any 1.x/2.x ``.traj.json``).
+    """A ``DownstreamResult`` from a saved mini-swe-agent trajectory (any 1.x/2.x ``.traj.json``); a file that
+    stores no instance id gets its name's (``path``: ``<id>.traj.json``).
 
     Rounds, tokens and the files opened come from the one mini-swe-agent reader,
     ``codegrep.mining.formats.minisweagent`` (``read`` for usage, ``parse`` for file events).
     """
     from codegrep.mining.formats import minisweagent as parser
+    from codegrep.mining.ids import id_from_name
 
     run = parser.read(traj, source=path or "")
     parsed = parser.parse(traj, source=path or "")
-    iid = run.instance_id or parsed.instance_id or str(traj.get("instance_id") or "")
+    iid = run.instance_id or parsed.instance_id or (id_from_name(path) if path else "")  # ``mini`` stores none
     resolved = resolved_from_report(report, iid) if report else None
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
     return DownstreamResult(instance_id=iid, agent="mini-swe-agent", resolved=resolved, rounds=run.rounds,
@@ -123,6 +126,37 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
                             extra={"exit_status": run.exit_status, "actions": len(run.actions),
                                    "viewed_files": viewed, "patch": run.submission or "",
                                    "tokens_known": bool(run.usage)})
+
+
+TRAJECTORY_SUFFIXES = (".traj.json", ".traj.json.gz")
+"""File names of mini-swe-agent trajectories (batch mode writes ``<out>/<id>/<id>.traj.json``)."""
+
+
+def results_from_trajectories(paths: Sequence[str | Path], report: dict[str, Any] | None = None
+                              ) -> list[DownstreamResult]:
+    """One ``DownstreamResult`` per trajectory file (``*.traj.json[.gz]``), in the order given.
+
+    The instance id is the file's own (``instance_id``, else ``info.instance_id``), else its name's
+    (``<id>.traj.json``: the single-run ``mini`` command stores none); the verdict comes from ``report``. A file that cannot be read is a ``UserError`` naming it; two files of one instance are refused
+    (which run would count is not knowable from a directory).
+    """
+    from codegrep.files import read_json
+
+    results: list[DownstreamResult] = []
+    seen: dict[str, Path] = {}
+    for path in map(Path, paths):
+        traj = read_json(path, "trajectory")  # bad JSON: file:line; not UTF-8, damaged gzip: the file
+        if not isinstance(traj, dict):
+            raise UserError(f"{path}: a mini-swe-agent trajectory is a JSON object, not {type(traj).__name__}")
+        res = result_from_trajectory(traj, report, path=str(path))
+        if not res.instance_id:
+            raise UserError(f"{path}: no instance_id, in the file or its name")
+        if res.instance_id in seen:
+            raise UserError(f"{path}: a second trajectory of {res.instance_id} (the first is {seen[res.instance_id]}); "
+                            "give the directory of one run")
+        seen[res.instance_id] = path
+        results.append(res)
+    return results
 
 
 class MiniSweAgent:

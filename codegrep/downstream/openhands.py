@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from codegrep.data.tasks import Task
-from codegrep.files import write_atomic
+from codegrep.errors import UserError
+from codegrep.files import jsonl_objects, write_atomic
 from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
                                        resolved_from_report)
 
@@ -195,23 +196,28 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
 
 
 def read_output(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an OpenHands ``output.jsonl`` (raises naming the file and line)."""
+    """Rows of an OpenHands ``output.jsonl`` (a row that is not a JSON object, or has no ``instance_id``, is a
+    ``UserError`` naming the file and line)."""
     p = Path(path)
-    if not p.is_file():
+    if not p.is_file() and not p.is_dir():
         raise FileNotFoundError(f"OpenHands output not found: {p}")
     rows = []
-    for n, line in enumerate(p.read_text().splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{p}:{n}: not JSON ({exc})") from exc
+    for n, row in jsonl_objects(p, "OpenHands output"):
+        if not (row.get("instance_id") or (row.get("instance") or {}).get("instance_id")):
+            raise UserError(f"{p}:{n}: no instance_id (not an OpenHands output.jsonl row)")
+        rows.append(row)
     return rows
 
 
 def results_from_output(path: str | Path, report: dict[str, Any] | None = None) -> list[DownstreamResult]:
-    """Every row of ``output.jsonl`` as a ``DownstreamResult``."""
-    return [result_from_output_row(r, report, f"{path}:{i}") for i, r in enumerate(read_output(path), start=1)]
+    """Every instance of ``output.jsonl`` as a ``DownstreamResult``; an instance with several rows (a resumed run
+    appends its retry) counts once, by its last row."""
+    results = {}
+    for i, row in enumerate(read_output(path), start=1):
+        res = result_from_output_row(row, report, f"{path}:{i}")
+        results.pop(res.instance_id, None)  # the last row of an instance, in the order of last rows
+        results[res.instance_id] = res
+    return list(results.values())
 
 
 def predictions(rows: Iterable[dict[str, Any]], model_name: str = "OpenHands") -> list[dict[str, Any]]:

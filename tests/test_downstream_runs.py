@@ -1,0 +1,105 @@
+"""``codegrep downstream --from-output`` / ``--compare`` on recorded runs of the shapes real agents write:
+mini-swe-agent trajectories of other versions and layouts (gzipped, batch mode's ``<id>/<id>.traj.json``, a single
+file, no stored id), SWE-bench harness reports of both shapes, and OpenHands ``output.jsonl`` rows of other
+versions. Each test runs the real command line in process on the real embedded trajectories (or rows in
+OpenHands' documented event schema) and checks the numbers it prints and writes."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+
+from codegrep import cli
+from codegrep.mining.inputs import embedded_dir
+
+EMBEDDED = embedded_dir() / "mini-swe-agent"
+IID = "django__django-11433"
+
+
+def _traj(iid: str = IID) -> dict:
+    with gzip.open(EMBEDDED / f"{iid}.traj.json.gz", "rt") as fh:
+        return json.load(fh)
+
+
+def _report(iid: str = IID) -> dict:
+    with gzip.open(EMBEDDED / f"{iid}.report.json.gz", "rt") as fh:
+        return json.load(fh)
+
+
+def _write(path: Path, value, gz: bool = False) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = value if isinstance(value, str) else json.dumps(value)
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    return path
+
+
+def _downstream(tmp_path: Path, capsys, src: Path, *extra: str, agent: str = "mini-swe-agent"):
+    """(summary, rows) of ``codegrep downstream --from-output src``; fails on a non-zero exit."""
+    out = tmp_path / "out.jsonl"
+    rc = cli.main(["downstream", "--tasks", "none", "--candidates", "none", "--agent", agent, "--from-output",
+                   str(src), "--out", str(out), *extra])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    return json.loads(captured.out.strip().splitlines()[-1]), rows
+
+
+def _error(capsys, argv: list[str]) -> str:
+    rc = cli.main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    return err.strip().splitlines()[-1]
+
+
+def test_from_output_reads_one_trajectory_file_as_mini_swe_agent(tmp_path, capsys):
+    """A single ``.traj.json`` was read as an OpenHands output.jsonl: agent 'openhands', 0 rounds, 0 tokens."""
+    traj = _traj()
+    path = _write(tmp_path / f"{IID}.traj.json", traj)
+    summary, rows = _downstream(tmp_path, capsys, path)
+    assert [r["agent"] for r in rows] == ["mini-swe-agent"]
+    assert rows[0]["rounds"] == traj["info"]["model_stats"]["api_calls"] == summary["mean_rounds"] > 0
+    assert rows[0]["prompt_tokens"] > 0
+
+
+def test_from_output_reads_gzipped_nested_and_unnamed_trajectories(tmp_path, capsys):
+    """Batch mode's ``<id>/<id>.traj.json``, a ``.traj.json.gz`` and a file whose id is only in its name (the
+    single-run ``mini`` command stores none) are all runs; the .gz was not found and the unnamed one refused."""
+    _write(tmp_path / "runs" / IID / f"{IID}.traj.json", _traj())
+    _write(tmp_path / "runs" / "django__django-13023.traj.json.gz", _traj("django__django-13023"), gz=True)
+    unnamed = _traj("psf__requests-5414")
+    unnamed.pop("instance_id")
+    _write(tmp_path / "runs" / "psf__requests-5414.traj.json", unnamed)
+    summary, rows = _downstream(tmp_path, capsys, tmp_path / "runs")
+    assert sorted(r["instance_id"] for r in rows) == ["django__django-11433", "django__django-13023",
+                                                      "psf__requests-5414"]
+    assert summary["n"] == 3 and all(r["rounds"] > 0 and r["prompt_tokens"] > 0 for r in rows)
+
+
+def test_from_output_refuses_two_trajectories_of_one_instance(tmp_path, capsys):
+    """Two runs' directories under one --from-output: which run counts is not knowable; one line names both."""
+    for run in ("run1", "run2"):
+        _write(tmp_path / "runs" / run / f"{IID}.traj.json", _traj())
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "mini-swe-agent",
+                           "--from-output", str(tmp_path / "runs"), "--out", str(tmp_path / "o.jsonl")])
+    assert "run1" in last and "run2" in last and IID in last
+
+
+def _oh_row(iid: str, prompt: int, history: list | None = None, **extra) -> dict:
+    history = history if history is not None else [
+        {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls"},
+         "tool_call_metadata": {"model_response": {"id": "r1"}}},
+        {"id": 2, "source": "agent", "observation": "run", "content": "a.py", "extras": {}}]
+    return {"instance_id": iid, "history": history, "test_result": {"git_patch": "diff"},
+            "metrics": {"accumulated_token_usage": {"prompt_tokens": prompt, "completion_tokens": 10}}, **extra}
+
+
+def test_openhands_instance_with_several_rows_counts_once_by_its_last_row(tmp_path, capsys):
+    """A resumed OpenHands run appends the retry of an instance: it counted twice (n=2, the mean of both)."""
+    out = _write(tmp_path / "oh" / "output.jsonl", "".join(json.dumps(r) + "\n" for r in (
+        _oh_row("a__b-1", 100, error="agent stuck"), _oh_row("a__b-2", 500), _oh_row("a__b-1", 300))))
+    summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert summary["n"] == 2 and sorted((r["instance_id"], r["prompt_tokens"]) for r in rows) == [
+        ("a__b-1", 300), ("a__b-2", 500)]
+    summary, rows = _downstream(tmp_path, capsys, tmp_path / "oh", agent="openhands")  # the run's directory
+    assert summary["n"] == 2
