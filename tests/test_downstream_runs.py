@@ -103,3 +103,54 @@ def test_openhands_instance_with_several_rows_counts_once_by_its_last_row(tmp_pa
         ("a__b-1", 300), ("a__b-2", 500)]
     summary, rows = _downstream(tmp_path, capsys, tmp_path / "oh", agent="openhands")  # the run's directory
     assert summary["n"] == 2
+
+
+def _runs(tmp_path: Path, iids: list[str], beside: bool = False) -> Path:
+    for iid in iids:
+        _write(tmp_path / "runs" / f"{iid}.traj.json", _traj(iid))
+        if beside:
+            _write(tmp_path / "runs" / f"{iid}.report.json", _report(iid))
+    return tmp_path / "runs"
+
+
+RESOLVED, UNRESOLVED, OTHER = "django__django-13023", "django__django-15280", "psf__requests-5414"
+
+
+def test_from_output_reads_the_report_beside_each_trajectory(tmp_path, capsys):
+    """The layout codegrep ships (``<id>.traj.json`` + ``<id>.report.json``) had no verdicts without --report."""
+    assert _report(RESOLVED)["resolved"] and not _report(UNRESOLVED)["resolved"]
+    summary, rows = _downstream(tmp_path, capsys, _runs(tmp_path, [RESOLVED, UNRESOLVED], beside=True))
+    assert {r["instance_id"]: r["resolved"] for r in rows} == {RESOLVED: True, UNRESOLVED: False}
+    assert summary["n_judged"] == 2 and summary["resolve_rate"] == 0.5
+
+
+def test_one_instance_report_record_is_refused_as_the_report_of_a_run(tmp_path, capsys):
+    """The inner record of one instance names none: it became every run's verdict (resolve rate 1.0 for all)."""
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED])
+    rep = _write(tmp_path / "one.report.json", _report(RESOLVED))
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "mini-swe-agent",
+                           "--from-output", str(src), "--report", str(rep), "--out", str(tmp_path / "o.jsonl")])
+    assert "one.report.json" in last and "instance id" in last
+
+
+def test_harness_reports_of_every_shape_and_an_instance_missing_from_them(tmp_path, capsys):
+    """Per-instance report.json files in the harness's log layout (a directory), the run report, and the
+    experiments repository's results.json give the same verdicts; an instance the report lacks is unknown."""
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED, OTHER])
+    logs = tmp_path / "logs" / "run_evaluation" / "r1" / "model"
+    for iid in (RESOLVED, UNRESOLVED):
+        _write(logs / iid / "report.json", {iid: _report(iid)})
+    run_report = _write(tmp_path / "model.r1.json", {"resolved_ids": [RESOLVED], "unresolved_ids": [UNRESOLVED],
+                                                     "error_ids": [], "submitted_ids": [RESOLVED, UNRESOLVED]})
+    for report in (tmp_path / "logs", logs / RESOLVED / "report.json", run_report):
+        summary, rows = _downstream(tmp_path, capsys, src, "--report", str(report))
+        verdicts = {r["instance_id"]: r["resolved"] for r in rows}
+        assert verdicts[RESOLVED] is True and verdicts[OTHER] is None
+        assert verdicts[UNRESOLVED] is (None if report.name == "report.json" else False)
+    results = _write(tmp_path / "results.json", {"resolved": [RESOLVED], "no_generation": []})
+    summary, rows = _downstream(tmp_path, capsys, src, "--report", str(results))
+    assert [r["resolved"] for r in rows] == [True, False, False] and summary["n_judged"] == 3
+    not_a_report = _write(tmp_path / "preds.json", {RESOLVED: {"model_patch": "diff"}})
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "mini-swe-agent",
+                           "--from-output", str(src), "--report", str(not_a_report), "--out", str(tmp_path / "o")])
+    assert "preds.json" in last and "not a swebench harness report" in last

@@ -40,7 +40,8 @@ def results_from_agent_output(src: str | Path, report: dict[str, Any] | None = N
 
     ``src`` is a mini-swe-agent trajectory (``*.traj.json[.gz]``) or a directory of them (searched
     recursively: batch mode writes ``<id>/<id>.traj.json``), else an OpenHands ``output.jsonl`` (or a directory
-    holding exactly one); ``report``: a harness report of the runs. Nothing found is a ``UserError`` (never an empty result that replaces an earlier
+    holding exactly one). ``report`` is a harness report of the whole run; without it a trajectory's verdict is
+    read from the report beside it. Nothing found is a ``UserError`` (never an empty result that replaces an earlier
     ``--out``).
     """
     from codegrep.downstream.mini_swe_agent import TRAJECTORY_SUFFIXES, results_from_trajectories

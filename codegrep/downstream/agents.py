@@ -114,9 +114,11 @@ def _instance_report(report: dict[str, Any], instance_id: str) -> dict[str, Any]
 def resolved_from_report(report: dict[str, Any], instance_id: str) -> bool | None:
     """Resolution of one instance from a ``swebench`` harness report; None when it is not in it.
 
-    Accepts the run report (``resolved_ids``/``unresolved_ids``), a per-instance report
-    (``{id: {...}}``) or its inner record. Where per-test results are present, the harness's own
-    ``get_resolution_status`` recomputes the verdict and it must agree with the ``resolved`` flag.
+    Accepts the run report (``resolved_ids``/``unresolved_ids``/``error_ids``/``empty_patch_ids``), a
+    per-instance report (``{id: {...}}``) or its inner record (the report stored beside one trajectory), and the
+    ``results.json`` of SWE-bench's experiments repository (``{"resolved": [ids], ...}``, which lists no unresolved
+    instance: every other instance it reports on was not resolved). Where per-test results are present, the
+    harness's own ``get_resolution_status`` recomputes the verdict and it must agree with the ``resolved`` flag.
 
     >>> resolved_from_report({"resolved_ids": ["a"], "unresolved_ids": ["b"]}, "b")
     False
@@ -124,12 +126,16 @@ def resolved_from_report(report: dict[str, Any], instance_id: str) -> bool | Non
     True
     >>> resolved_from_report({"resolved_ids": []}, "zzz") is None
     True
+    >>> resolved_from_report({"resolved": ["a"], "no_generation": ["c"]}, "b")
+    False
     """
     if "resolved_ids" in report:
         if instance_id in report["resolved_ids"]:
             return True
         failed = [k for k in ("unresolved_ids", "error_ids", "empty_patch_ids") if instance_id in report.get(k, [])]
         return False if failed else None
+    if isinstance(report.get("resolved"), list):
+        return instance_id in report["resolved"]
     inner = _instance_report(report, instance_id)
     if inner is None:
         return None
@@ -144,16 +150,39 @@ def resolved_from_report(report: dict[str, Any], instance_id: str) -> bool | Non
     return flag
 
 
-def load_report(path: str | Path) -> dict[str, Any]:
-    """Read a harness report JSON (missing, not UTF-8, not JSON or not an object: a ``UserError`` naming the file)."""
+def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
+    """A harness report: the run report, a per-instance ``report.json`` (``{id: {...}}``), a directory of those
+    (the harness's ``logs/run_evaluation/<run>/<model>/<id>/report.json``, merged), an experiments
+    ``results.json``, or one instance's inner record. Missing, not UTF-8, not JSON, or of no known shape is a
+    ``UserError`` naming the file; so is an inner record when ``whole_run`` (the report of a run, ``--report``:
+    a record that names no instance would become every run's verdict).
+    """
     from codegrep.files import read_json
 
     p = Path(path)
+    if p.is_dir():
+        files = sorted(p.rglob("report.json"))
+        if not files:
+            raise UserError(f"swebench report {p}: a directory without any report.json under it")
+        merged: dict[str, Any] = {}
+        for f in files:
+            merged.update(load_report(f, whole_run=True))
+        return merged
     if not p.is_file():
         raise FileNotFoundError(f"swebench report not found: {p}")
     report = read_json(p, "swebench report")
     if not isinstance(report, dict):
         raise UserError(f"{p}: a swebench report is a JSON object, got {type(report).__name__}")
+    if "resolved_ids" in report or isinstance(report.get("resolved"), list):
+        return report
+    if "resolved" in report and "patch_exists" in report:
+        if not whole_run:
+            return report
+        raise UserError(f"{p}: one instance's report record, without its instance id; give the harness's run report "
+                        "(resolved_ids, ...) or a per-instance report.json ({instance_id: {...}})")
+    if report and not all(isinstance(v, dict) and "resolved" in v for v in report.values()):
+        raise UserError(f"{p}: not a swebench harness report (no resolved_ids, and not {{instance_id: {{\"resolved\": "
+                        "...}}}})")
     return report
 
 

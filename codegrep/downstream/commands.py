@@ -31,7 +31,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--from-output", default=None,
                    help="read results of recorded runs instead of running the agent: an OpenHands output.jsonl, "
                         "or a mini-swe-agent *.traj.json[.gz] or a directory of them (recursive)")
-    p.add_argument("--report", default=None, help="swebench harness report for --from-output resolution")
+    p.add_argument("--report", default=None, help="swebench harness report of the run for --from-output resolution "
+                   "(run report, per-instance report.json, or a directory of those); default: the <id>.report.json "
+                   "beside each trajectory")
     h = p.add_argument_group("randomized hint experiment (--hint-precision; --out is then a directory)")
     h.add_argument("--hint-precision", default=None, help="comma-separated hint precisions, e.g. 0,0.33,0.67,1")
     h.add_argument("--set-size", type=positive_int, default=None, help="files per hint (k; default downstream.hints)")
@@ -59,7 +61,7 @@ def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | No
     from codegrep.downstream.agent_runs import results_from_agent_output
     from codegrep.downstream.agents import load_report
 
-    results = results_from_agent_output(args.from_output, load_report(args.report) if args.report else None)
+    results = results_from_agent_output(args.from_output, load_report(args.report, whole_run=True) if args.report else None)
     if candidates is not None:
         for r in results:
             r.candidate_files = candidates.get(r.instance_id, [])

@@ -137,10 +137,13 @@ def results_from_trajectories(paths: Sequence[str | Path], report: dict[str, Any
     """One ``DownstreamResult`` per trajectory file (``*.traj.json[.gz]``), in the order given.
 
     The instance id is the file's own (``instance_id``, else ``info.instance_id``), else its name's
-    (``<id>.traj.json``: the single-run ``mini`` command stores none); the verdict comes from ``report``. A file that cannot be read is a ``UserError`` naming it; two files of one instance are refused
+    (``<id>.traj.json``: the single-run ``mini`` command stores none). The verdict comes from ``report`` (a
+    harness report of the whole run) or, without one, from the report beside each file (``<id>.report.json``,
+    ``report.json``: ``codegrep.mining.inputs.report_beside``); an instance in neither is unknown (None). A file that cannot be read is a ``UserError`` naming it; two files of one instance are refused
     (which run would count is not knowable from a directory).
     """
     from codegrep.files import read_json
+    from codegrep.mining.inputs import report_beside
 
     results: list[DownstreamResult] = []
     seen: dict[str, Path] = {}
@@ -148,7 +151,8 @@ def results_from_trajectories(paths: Sequence[str | Path], report: dict[str, Any
         traj = read_json(path, "trajectory")  # bad JSON: file:line; not UTF-8, damaged gzip: the file
         if not isinstance(traj, dict):
             raise UserError(f"{path}: a mini-swe-agent trajectory is a JSON object, not {type(traj).__name__}")
-        res = result_from_trajectory(traj, report, path=str(path))
+        res = result_from_trajectory(traj, report if report is not None else report_beside(str(path)),
+                                     path=str(path))
         if not res.instance_id:
             raise UserError(f"{path}: no instance_id, in the file or its name")
         if res.instance_id in seen:
@@ -189,7 +193,7 @@ class MiniSweAgent:
             with detached_worktree(git_dir, Path(tmp) / "repo", task.base_commit) as checkout:
                 seconds = self._run_agent(task, candidate_files, checkout, traj_path)
         traj = json.loads(traj_path.read_text())
-        report = load_report(self.config.report) if self.config.report else None
+        report = load_report(self.config.report, whole_run=True) if self.config.report else None
         result = result_from_trajectory(traj, report, candidate_files, str(traj_path), seconds, task.repo)
         result.instance_id = task.instance_id
         self._append_prediction(out_dir / tag / "predictions.jsonl", task, result.extra.get("patch", ""))

@@ -257,7 +257,7 @@ class OpenHandsAgent:
         if not outputs:
             raise RuntimeError(f"OpenHands wrote no output.jsonl under {run.output_dir}")
         reports = sorted(run.run_dir.glob(f"*.codegrep-{label}.json"))
-        report = load_report(cfg.report or reports[-1]) if (cfg.report or reports) else None
+        report = load_report(cfg.report or reports[-1], whole_run=True) if (cfg.report or reports) else None
         return results_from_output(outputs[-1], report)[0]
 
 
