@@ -154,3 +154,32 @@ def test_harness_reports_of_every_shape_and_an_instance_missing_from_them(tmp_pa
     last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "mini-swe-agent",
                            "--from-output", str(src), "--report", str(not_a_report), "--out", str(tmp_path / "o")])
     assert "preds.json" in last and "not a swebench harness report" in last
+
+
+def _event(i: int, source: str, action: str | None = None, response: str | None = None, **args) -> dict:
+    ev = {"id": i, "source": source, "timestamp": f"2024-06-01T10:00:{i:02d}"}
+    if action:
+        ev.update(action=action, args=args)
+    else:
+        ev.update(observation="run", content="out", extras={})
+    if response:
+        ev["tool_call_metadata"] = {"function_name": action, "model_response": {"id": response}}
+    return ev
+
+
+def test_openhands_rounds_of_paired_history_and_of_a_condensed_run(tmp_path, capsys):
+    """Older OpenHands rows store ``history`` as [action, observation] pairs: they had 0 rounds and 0 seconds.
+    A condenser's ``condensation`` action is no response of the agent's LLM: it counted as a round."""
+    pairs = [[_event(0, "user", "message", content="Fix the bug"), {}],
+             [_event(1, "agent", "run", command="cat a.py"), _event(2, "agent")],
+             [_event(3, "agent", "read", path="/workspace/x/b.py"), _event(4, "agent")],
+             [_event(5, "agent", "finish"), {}]]
+    flat = [_event(1, "agent", "run", "r1", command="ls"), _event(2, "agent"),
+            _event(3, "agent", "read", "r1", path="/workspace/x/b.py"), _event(4, "agent"),
+            _event(5, "agent", "condensation", forgotten_event_ids=[1, 2]),
+            _event(6, "agent", "run", "r2", command="pytest"), _event(7, "agent")]
+    out = _write(tmp_path / "output.jsonl", json.dumps(_oh_row("a__b-1", 10, pairs)) + "\n"
+                 + json.dumps(_oh_row("a__b-2", 10, flat)) + "\n")
+    _, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert [(r["rounds"], r["seconds"]) for r in rows] == [(3, 5.0), (2, 6.0)]
+    assert rows[0]["extra"]["viewed_files"] == ["a.py", "b.py"]

@@ -140,11 +140,15 @@ def write_openhands_run(tasks: Sequence[Task], candidates: dict[str, list[str]] 
     return OpenHandsRun(run_dir, dataset_file, config_file, script, infer, evaluate, output_dir)
 
 
+_NOT_LLM = ("system", "recall", "condensation")
+"""Agent-side actions no response of the agent's LLM produced (the system prompt, memory recall, a condenser)."""
+
+
 def _llm_response_ids(history: Iterable[dict[str, Any]]) -> list[str]:
     """Ids of the LLM responses behind the agent's actions, in order (one per agent round)."""
     ids: dict[str, None] = {}
     for i, ev in enumerate(history):
-        if ev.get("source") != "agent" or "action" not in ev or ev.get("action") in ("system", "recall"):
+        if ev.get("source") != "agent" or "action" not in ev or ev.get("action") in _NOT_LLM:
             continue
         meta = ev.get("tool_call_metadata") or {}
         rid = (meta.get("model_response") or {}).get("id") or f"event-{ev.get('id', i)}"
@@ -177,7 +181,7 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
     """A ``DownstreamResult`` from one ``output.jsonl`` row (``EvalOutput``: history, metrics, test_result)."""
     from codegrep.mining.formats import openhands as parser
 
-    history = [ev for ev in row.get("history") or [] if isinstance(ev, dict)]
+    history = parser.flatten_history(row.get("history"))  # events, or older versions' [action, observation] pairs
     parsed = parser.parse(row, source=source)
     prompt, completion, known = _token_usage(row)
     iid = parsed.instance_id

@@ -17,7 +17,7 @@ NAME = "openhands"
 _SILENT = {"message", "system", "recall", "think", "change_agent_state", "null", "finish", "delegate", "condensation"}
 
 
-def _flatten(history: Iterable[Any]) -> list[dict[str, Any]]:
+def flatten_history(history: Iterable[Any]) -> list[dict[str, Any]]:
     """Events from a flat event list or from old ``[[action, observation], ...]`` pairs."""
     out: list[dict[str, Any]] = []
     for item in history or []:
@@ -30,7 +30,7 @@ def _flatten(history: Iterable[Any]) -> list[dict[str, Any]]:
 
 def detect(row: Any) -> bool:
     if isinstance(row, list):
-        return any(isinstance(e, dict) and ("action" in e or "observation" in e) for e in _flatten(row)[:20])
+        return any(isinstance(e, dict) and ("action" in e or "observation" in e) for e in flatten_history(row)[:20])
     return isinstance(row, dict) and "history" in row and (
         "test_result" in row or "instance" in row or "metrics" in row) and bool(row.get("history")) and \
         detect(row["history"])
@@ -62,7 +62,7 @@ def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = 
 def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
     """(events, number of agent actions, first user message) of an event stream."""
     events, step, first_user, shell = [], 0, "", ShellParser(persistent=True)
-    for ev in _flatten(stream):
+    for ev in flatten_history(stream):
         if "action" not in ev:
             continue
         if ev.get("source") == "user" and ev.get("action") == "message" and not first_user:
@@ -76,7 +76,7 @@ def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
 
 def _stream_texts(stream: Iterable[Any]) -> Iterable[str]:
     """Paths, working directories and commands of an event stream, in order (where workspace paths appear)."""
-    for ev in _flatten(stream):
+    for ev in flatten_history(stream):
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
         for key in ("path", "cwd", "command", "working_dir"):
             if isinstance(args.get(key), str):
