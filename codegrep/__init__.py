@@ -95,9 +95,9 @@ class AgentRun(Protocol):
     implementation, ``codegrep.downstream.agents.DownstreamResult``, which adds timing, trajectory and details; by name)."""
 
     agent: str
-    completion_tokens: int
+    completion_tokens: int | None
     instance_id: str
-    prompt_tokens: int
+    prompt_tokens: int | None
     resolved: bool | None
     rounds: int
 

@@ -183,3 +183,35 @@ def test_openhands_rounds_of_paired_history_and_of_a_condensed_run(tmp_path, cap
     _, rows = _downstream(tmp_path, capsys, out, agent="openhands")
     assert [(r["rounds"], r["seconds"]) for r in rows] == [(3, 5.0), (2, 6.0)]
     assert rows[0]["extra"]["viewed_files"] == ["a.py", "b.py"]
+
+
+def test_tokens_a_run_did_not_record_are_unknown_not_zero(tmp_path, capsys):
+    """A mini-swe-agent file of a version that kept only ``model_stats`` (api_calls, instance_cost) and an
+    OpenHands row with only ``accumulated_cost`` recorded no token usage: they entered the means as 0 tokens."""
+    old = _traj(RESOLVED)
+    for m in old["messages"]:
+        m.pop("extra", None)
+    old["info"]["model_stats"] = {"api_calls": 7, "instance_cost": 0.3}
+    _write(tmp_path / "runs" / f"{RESOLVED}.traj.json", old)
+    _write(tmp_path / "runs" / f"{UNRESOLVED}.traj.json", _traj(UNRESOLVED))
+    summary, rows = _downstream(tmp_path, capsys, tmp_path / "runs")
+    by_id = {r["instance_id"]: r for r in rows}
+    assert by_id[RESOLVED]["rounds"] == 7 and by_id[RESOLVED]["tokens"] is None
+    assert by_id[RESOLVED]["prompt_tokens"] is None and by_id[UNRESOLVED]["tokens"] > 0
+    assert summary["n_tokens"] == 1 and summary["mean_tokens"] == by_id[UNRESOLVED]["tokens"]
+    row = dict(_oh_row("a__b-1", 0), metrics={"accumulated_cost": 0.5, "costs": [{"cost": 0.5}]})
+    out = _write(tmp_path / "output.jsonl", json.dumps(row) + "\n")
+    summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert rows[0]["tokens"] is None and summary["n_tokens"] == 0 and summary["mean_tokens"] != 0
+
+
+def test_hint_summary_leaves_runs_without_token_usage_out_of_the_token_numbers():
+    from codegrep.downstream.hints import summarize_hint_experiment
+
+    rows = [{"instance_id": i, "arm": a, "precision": p, "run": 0, "status": "ok", "resolved": None, "rounds": r,
+             "prompt_tokens": t, "completion_tokens": 0 if t is not None else None, "tokens": t}
+            for i, tok in (("a", (100, 50)), ("b", (None, None)))
+            for (a, p, r), t in zip((("none", None, 10), ("p1.00", 1.0, 6)), tok)]
+    s = summarize_hint_experiment(rows, n_boot=20)
+    assert list(s["by_precision"]["mean_tokens"]) == [100.0, 50.0]
+    assert s["paired"]["tokens_diff"][0] == -50.0 and s["crossing"]["n"] == 1

@@ -111,14 +111,21 @@ def read_results(path: str | Path) -> list[DownstreamResult]:
 
 
 def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
-    """Resolve rate (over evaluated instances), mean rounds, mean tokens (all and resolved)."""
+    """Resolve rate (over evaluated instances), mean rounds, mean tokens (all and resolved) over the runs whose
+    tokens are known (``n_tokens``: how many; a run that recorded no usage is left out, not counted as 0).
+
+    >>> s = summarize([DownstreamResult("a", "x", True, 4, 100, 10), DownstreamResult("b", "x", False, 2, None, None)])
+    >>> s["mean_rounds"], s["mean_tokens"], s["n_tokens"], s["mean_tokens_resolved"]
+    (3.0, 110.0, 1, 110.0)
+    """
     judged = [r for r in results if r.resolved is not None]
     resolved = [r for r in judged if r.resolved]
     mean = lambda xs: float(np.mean(xs)) if len(xs) else float("nan")  # noqa: E731
+    known = lambda rs: [r.tokens for r in rs if r.tokens is not None]  # noqa: E731
     return {"agent": results[0].agent if results else None, "n": len(results), "n_judged": len(judged),
             "resolve_rate": mean([float(r.resolved) for r in judged]), "mean_rounds": mean([r.rounds for r in results]),
-            "mean_tokens": mean([r.tokens for r in results]),
-            "mean_tokens_resolved": mean([r.tokens for r in resolved]),
+            "n_tokens": len(known(results)), "mean_tokens": mean(known(results)),
+            "mean_tokens_resolved": mean(known(resolved)),
             "with_retrieval": bool(results) and results[0].candidate_files is not None}
 
 
@@ -160,7 +167,7 @@ def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[Downstream
     judged = [(a, b) for a, b in pairs if a.resolved is not None and b.resolved is not None]
     ra, rb = [bool(a.resolved) for a, _ in judged], [bool(b.resolved) for _, b in judged]
     diff = paired_bootstrap_diff([float(x) for x in ra], [float(x) for x in rb], seed=seed) if judged else (np.nan,) * 3
-    both = [(a, b) for a, b in judged if a.resolved and b.resolved]
+    both = [(a, b) for a, b in judged if a.resolved and b.resolved and a.tokens is not None and b.tokens is not None]
     return {"n_pairs": len(pairs), "n_judged": len(judged),
             "resolve_base": float(np.mean(ra)) if ra else float("nan"),
             "resolve_hint": float(np.mean(rb)) if rb else float("nan"),

@@ -33,10 +33,10 @@ class DownstreamResult:
     """Resolved by the official harness (None = not evaluated, e.g. no Docker)."""
     rounds: int
     """LLM calls (agent turns) the rollout took."""
-    prompt_tokens: int
-    """Prompt tokens summed over all LLM calls."""
-    completion_tokens: int
-    """Completion tokens summed over all LLM calls."""
+    prompt_tokens: int | None
+    """Prompt tokens summed over all LLM calls (None = the run recorded no usage: unknown, not 0)."""
+    completion_tokens: int | None
+    """Completion tokens summed over all LLM calls (None = unknown)."""
     seconds: float = 0.0
     """Wall-clock time of the rollout (0 for the replay model)."""
     trajectory: str | None = None
@@ -49,8 +49,10 @@ class DownstreamResult:
     """Agent-specific details (exit status, replay bookkeeping, ...)."""
 
     @property
-    def tokens(self) -> int:
-        """Prompt plus completion tokens."""
+    def tokens(self) -> int | None:
+        """Prompt plus completion tokens; None when either is unknown."""
+        if self.prompt_tokens is None or self.completion_tokens is None:
+            return None
         return int(self.prompt_tokens) + int(self.completion_tokens)
 
     def to_row(self) -> dict[str, Any]:

@@ -261,6 +261,16 @@ def latest_results(results: str | Path | Iterable[dict[str, Any]] | None) -> lis
     return list({key(r): r for r in results}.values())
 
 
+def _mean(values: Iterable[Any]) -> float:
+    """Mean of the known (not None) values; NaN when none is.
+
+    >>> _mean([2, None, 4]), _mean([None])
+    (3.0, nan)
+    """
+    known = [float(v) for v in values if v is not None]
+    return float(np.mean(known)) if known else float("nan")
+
+
 def _crossing_by_arm(pairs: list[tuple[dict, dict]], metric: str) -> tuple[list[float], list[float]]:
     arms = sorted({h["precision"] for _, h in pairs})
     xs, ys = [], []
@@ -305,7 +315,7 @@ def summarize_hint_experiment(results: str | Path | Iterable[dict[str, Any]] | N
         sel = [r for r in ok if r["arm"] == arm]
         judged = [float(r["resolved"]) for r in sel if r.get("resolved") is not None]
         res, lo, hi = bootstrap_ci(judged, n_boot=n_boot, seed=seed)
-        mean = lambda k: float(np.mean([r[k] for r in sel])) if sel else float("nan")  # noqa: E731
+        mean = lambda k: _mean([r.get(k) for r in sel])  # noqa: E731
         prec = next((r.get("precision") for r in rows if r["arm"] == arm), None)
         real = [r["realised_precision"] for r in sel if r.get("realised_precision") is not None]
         table.append({"arm": arm, "precision": float("nan") if prec is None else float(prec),
@@ -317,6 +327,7 @@ def summarize_hint_experiment(results: str | Path | Iterable[dict[str, Any]] | N
     base = {(r["instance_id"], r["run"]): r for r in ok if r["arm"] == NO_HINT}
     pairs = [(base[(r["instance_id"], r["run"])], r) for r in ok
              if r["arm"] != NO_HINT and (r["instance_id"], r["run"]) in base]
+    known = lambda items, k: [(b, h) for b, h in items if b.get(k) is not None and h.get(k) is not None]  # noqa: E731
     paired = []
     for arm in [a for a in arms if a != NO_HINT]:
         sel = [(b, h) for b, h in pairs if h["arm"] == arm]
@@ -325,11 +336,12 @@ def summarize_hint_experiment(results: str | Path | Iterable[dict[str, Any]] | N
                "n_pairs": len(sel), "n_judged": len(judged)}
         for name, items, get in (("resolve", judged, lambda r: float(r["resolved"])),
                                  ("rounds", sel, lambda r: float(r["rounds"])),
-                                 ("tokens", sel, lambda r: float(r["tokens"]))):
+                                 ("tokens", known(sel, "tokens"), lambda r: float(r["tokens"]))):
             d = paired_bootstrap_diff([get(b) for b, _ in items], [get(h) for _, h in items], n_boot=n_boot,
                                       seed=seed) if items else (float("nan"),) * 3
             row.update({f"{name}_diff": d[0], f"{name}_low": d[1], f"{name}_high": d[2]})
         paired.append(row)
+    pairs = known(pairs, metric)  # a run that recorded no token usage is left out of the token crossing
     crossing = {"metric": metric, "precision": float("nan"), "low": float("nan"), "high": float("nan"),
                 "n": len({b["instance_id"] for b, _ in pairs})}
     if pairs:

@@ -120,7 +120,7 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
     resolved = resolved_from_report(report, iid) if report else None
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
     return DownstreamResult(instance_id=iid, agent="mini-swe-agent", resolved=resolved, rounds=run.rounds,
-                            prompt_tokens=run.prompt_tokens or 0, completion_tokens=run.completion_tokens or 0,
+                            prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
                             seconds=seconds, trajectory=path, repo=repo,
                             candidate_files=list(candidate_files) if candidate_files is not None else None,
                             extra={"exit_status": run.exit_status, "actions": len(run.actions),

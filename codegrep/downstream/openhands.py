@@ -156,7 +156,9 @@ def _llm_response_ids(history: Iterable[dict[str, Any]]) -> list[str]:
     return list(ids)
 
 
-def _token_usage(row: dict[str, Any]) -> tuple[int, int, bool]:
+def _token_usage(row: dict[str, Any]) -> tuple[int | None, int | None, bool]:
+    """(prompt, completion, known) tokens of a row's ``metrics``; (None, None, False) when it records no usage
+    (older versions keep only ``accumulated_cost``; error rows have no metrics)."""
     metrics = row.get("metrics") or {}
     acc = metrics.get("accumulated_token_usage") or {}
     if acc:
@@ -165,7 +167,7 @@ def _token_usage(row: dict[str, Any]) -> tuple[int, int, bool]:
     if usages:
         return (sum(int(u.get("prompt_tokens") or 0) for u in usages),
                 sum(int(u.get("completion_tokens") or 0) for u in usages), True)
-    return 0, 0, False
+    return None, None, False
 
 
 def _seconds(history: Sequence[dict[str, Any]]) -> float:
