@@ -215,3 +215,23 @@ def test_hint_summary_leaves_runs_without_token_usage_out_of_the_token_numbers()
     s = summarize_hint_experiment(rows, n_boot=20)
     assert list(s["by_precision"]["mean_tokens"]) == [100.0, 50.0]
     assert s["paired"]["tokens_diff"][0] == -50.0 and s["crossing"]["n"] == 1
+
+
+def test_compare_pairs_the_shared_instances_once_and_says_how_many_were_left_out(tmp_path, capsys):
+    """``--compare`` on partly overlapping runs says how many instances each side alone had (it said nothing: the
+    pairs silently covered the intersection); an instance listed twice (two runs appended to one file) counts once,
+    by its last row (on the hinted side it made two pairs of one instance, its discordance counted twice)."""
+    from codegrep.downstream.agent_runs import paired_compare
+    from codegrep.downstream.agents import DownstreamResult
+
+    res = lambda iid, ok: DownstreamResult(iid, "mini-swe-agent", ok, 30, 1000, 100)  # noqa: E731
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED], beside=True)  # hinted: 13023 resolved, 15280 not
+    base = _write(tmp_path / "base.jsonl", "".join(json.dumps(res(i, True).to_row()) + "\n"
+                                                   for i in (RESOLVED, UNRESOLVED, OTHER, UNRESOLVED)))
+    summary, _ = _downstream(tmp_path, capsys, src, "--compare", str(base))
+    paired = summary["paired"]
+    assert (paired["n_pairs"], paired["n_only_base"], paired["n_only_hint"]) == (2, 1, 0)
+    assert paired["mcnemar"] == {"b_only": 1, "h_only": 0, "p_value": 1.0}
+    assert (paired["resolve_base"], paired["resolve_hint"]) == (1.0, 0.5)
+    paired = paired_compare([res("a", False), res("b", True)], [res("a", True), res("b", True), res("a", False)])
+    assert paired["n_pairs"] == 2 and paired["mcnemar"]["h_only"] == 0 and paired["resolve_hint"] == 0.5

@@ -161,14 +161,23 @@ def relative_change(a: Sequence[float], b: Sequence[float], n_boot: int = 2000, 
 
 def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[DownstreamResult],
                    seed: int = 0) -> dict[str, Any]:
-    """Paired comparison on the instances both runs share."""
+    """Paired comparison on the instances both runs share (``n_pairs``; ``n_only_base`` / ``n_only_hint``: the
+    instances of one side only, left out). An instance listed twice on one side counts once, by its last row.
+
+    >>> r = lambda i, ok: DownstreamResult(i, "x", ok, 5, 100, 10)  # noqa: E731
+    >>> p = paired_compare([r("a", True), r("b", False), r("a", False)], [r("b", True), r("c", True), r("a", True)])
+    >>> p["n_pairs"], p["n_only_base"], p["n_only_hint"], p["mcnemar"]["h_only"]
+    (2, 0, 1, 2)
+    """
     by_id = {r.instance_id: r for r in base}
-    pairs = [(by_id[h.instance_id], h) for h in hinted if h.instance_id in by_id]
+    hint_by_id = {r.instance_id: r for r in hinted}
+    pairs = [(by_id[i], h) for i, h in hint_by_id.items() if i in by_id]
     judged = [(a, b) for a, b in pairs if a.resolved is not None and b.resolved is not None]
     ra, rb = [bool(a.resolved) for a, _ in judged], [bool(b.resolved) for _, b in judged]
     diff = paired_bootstrap_diff([float(x) for x in ra], [float(x) for x in rb], seed=seed) if judged else (np.nan,) * 3
     both = [(a, b) for a, b in judged if a.resolved and b.resolved and a.tokens is not None and b.tokens is not None]
-    return {"n_pairs": len(pairs), "n_judged": len(judged),
+    return {"n_pairs": len(pairs), "n_only_base": len(by_id.keys() - hint_by_id.keys()),
+            "n_only_hint": len(hint_by_id.keys() - by_id.keys()), "n_judged": len(judged),
             "resolve_base": float(np.mean(ra)) if ra else float("nan"),
             "resolve_hint": float(np.mean(rb)) if rb else float("nan"),
             "resolve_diff": diff[0], "resolve_diff_low": diff[1], "resolve_diff_high": diff[2],
