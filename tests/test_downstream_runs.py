@@ -235,3 +235,14 @@ def test_compare_pairs_the_shared_instances_once_and_says_how_many_were_left_out
     assert (paired["resolve_base"], paired["resolve_hint"]) == (1.0, 0.5)
     paired = paired_compare([res("a", False), res("b", True)], [res("a", True), res("b", True), res("a", False)])
     assert paired["n_pairs"] == 2 and paired["mcnemar"]["h_only"] == 0 and paired["resolve_hint"] == 0.5
+
+
+def test_openhands_rows_carrying_their_own_verdict(tmp_path, capsys):
+    """OpenHands' eval_infer writes the harness verdict into ``test_result.report``: it was read only from a
+    top-level ``report``, so such rows had no verdict without --report."""
+    rows = [_oh_row("a__b-1", 10, test_result={"git_patch": "diff", "report": {"resolved": True, "empty_generation":
+                                                                               False, "failed_apply_patch": False}}),
+            _oh_row("a__b-2", 10, report={"resolved": False}), _oh_row("a__b-3", 10)]
+    out = _write(tmp_path / "output.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert [r["resolved"] for r in rows] == [True, False, None] and summary["n_judged"] == 2

@@ -188,8 +188,8 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
     prompt, completion, known = _token_usage(row)
     iid = parsed.instance_id
     resolved = resolved_from_report(report, iid) if report else None
-    if resolved is None and isinstance((row.get("report") or {}).get("resolved"), bool):
-        resolved = row["report"]["resolved"]  # rows rewritten by OpenHands' eval_infer carry the harness verdict
+    if resolved is None:  # the row's own verdict: eval_infer's test_result.report, or the top-level report its
+        resolved = parsed.resolved  # update_output_with_eval script adds
     instance = row.get("instance") or {}
     hint = instance.get("codegrep_candidates")
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
