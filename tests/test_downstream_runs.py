@@ -246,3 +246,20 @@ def test_openhands_rows_carrying_their_own_verdict(tmp_path, capsys):
     out = _write(tmp_path / "output.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")
     assert [r["resolved"] for r in rows] == [True, False, None] and summary["n_judged"] == 2
+
+
+def test_replay_skips_a_recorded_run_without_token_usage(tmp_path, capsys):
+    """One old-version run (no per-call usage) in --set downstream.replay.trajectories=DIR stopped the whole replay
+    ("no model call recorded token usage"); it is skipped and counted like a run without a verdict."""
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED], beside=True)
+    old = _traj(UNRESOLVED)
+    for m in old["messages"]:
+        m.pop("extra", None)
+    _write(src / f"{UNRESOLVED}.traj.json", old)
+    out = tmp_path / "replay.jsonl"
+    rc = cli.main(["downstream", "--tasks", "mined", "--candidates", "none", "--agent", "replay", "--out", str(out),
+                   "--set", f"downstream.replay.trajectories={src}", "--set", "downstream.replay.gold_tasks=verified"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert f"1 trajectories that recorded no token usage: ['{UNRESOLVED}']" in captured.err
+    assert [json.loads(line)["instance_id"] for line in out.read_text().splitlines()] == [RESOLVED]

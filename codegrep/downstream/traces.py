@@ -32,6 +32,11 @@ def _step_views(commands: Sequence[str], step: int, root: str) -> tuple[tuple[st
     return views, any(e.kind in _SEARCH_KINDS for e in events), acted, created
 
 
+class NoUsage(ValueError):
+    """A rollout with no recorded token usage (mini-swe-agent versions that kept only ``info.model_stats``):
+    nothing to replay."""
+
+
 def trace_from_minisweagent(traj: dict[str, Any], gold: Sequence[str], resolved: bool, repo: str = "") -> Trace:
     """A ``Trace`` from a mini-swe-agent ``.traj.json`` mapping, read by THE mini-swe-agent reader
     (``codegrep.mining.formats.minisweagent.read``); raises when no call recorded its usage."""
@@ -51,7 +56,7 @@ def trace_from_minisweagent(traj: dict[str, Any], gold: Sequence[str], resolved:
         paths += observed_paths(s.observation)  # listings, grep hits and tracebacks name real repo files
     iid = run.instance_id
     if not usage:
-        raise ValueError(f"trajectory {iid}: no model call recorded token usage")
+        raise NoUsage(f"trajectory {iid}: no model call recorded token usage")
     first_chars = len(run.system) + len(run.task)
     return Trace(instance_id=iid, repo=repo or repo_of(iid), resolved=bool(resolved), gold=dedupe(gold),
                  steps=steps_from_usage(usage, views, searched, acted), observed_paths=paths, created=sorted(created),
@@ -130,7 +135,7 @@ def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
     from codegrep.mining.inputs import report_beside
 
     gold = gold_index(_sources(replay_cfg.get("gold_tasks")))
-    traces, skipped = [], []
+    traces, skipped, no_usage = [], [], []
     for path in trajectory_files(_sources(replay_cfg.get("trajectories"))):
         traj = load(path)
         iid = str(traj.get("instance_id") or path.name.split(".traj")[0])
@@ -141,9 +146,15 @@ def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
         if resolved is None or not files:
             skipped.append(iid)
             continue
-        traces.append(trace_from_minisweagent(traj, files, resolved))
+        try:
+            traces.append(trace_from_minisweagent(traj, files, resolved))
+        except NoUsage:
+            no_usage.append(iid)
     if skipped:
         print(f"replay: skipped {len(skipped)} trajectories without a verdict or gold files: {skipped}",
+              file=sys.stderr)
+    if no_usage:
+        print(f"replay: skipped {len(no_usage)} trajectories that recorded no token usage: {no_usage}",
               file=sys.stderr)
     if not traces:
         raise FileNotFoundError(f"replay: no usable trajectory in {replay_cfg.get('trajectories') or ['embedded']}")
