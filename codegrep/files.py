@@ -254,14 +254,18 @@ def tree_usage(path: Path) -> tuple[int, float]:
     return total, newest
 
 
-def drop_torn_tail(path: "str | os.PathLike") -> int:
-    """Cut a last line without its newline (a row a killed process was writing) off ``path``; bytes removed.
+def end_last_row(path: "str | os.PathLike") -> int:
+    """Make a JSONL log end with a whole row before more rows are appended: a last line without its newline that
+    is not a JSON value (a row a killed process was writing) is cut; a whole one is ended with its newline.
+    Returns the bytes cut.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "m.jsonl"
-    >>> _ = p.write_text('{"step": 1}\\n{"step": 2, "kl'); drop_torn_tail(p), p.read_text()
+    >>> _ = p.write_text('{"step": 1}\\n{"step": 2, "kl'); end_last_row(p), p.read_text()
     (15, '{"step": 1}\\n')
-    >>> drop_torn_tail(p), drop_torn_tail(p.with_name("absent.jsonl"))
+    >>> _ = p.write_text('{"step": 1}'); end_last_row(p), p.read_text()
+    (0, '{"step": 1}\\n')
+    >>> end_last_row(p), end_last_row(p.with_name("absent.jsonl"))
     (0, 0)
     """
     try:
@@ -270,18 +274,24 @@ def drop_torn_tail(path: "str | os.PathLike") -> int:
             if size == 0 or (fh.seek(size - 1), fh.read(1))[1] == b"\n":
                 return 0  # the usual case: one byte read
             fh.seek(0)
-            keep = fh.read().rfind(b"\n") + 1
-            fh.truncate(keep)
-            return size - keep
+            data = fh.read()
+            keep = data.rfind(b"\n") + 1
+            try:
+                json.loads(data[keep:])
+            except (ValueError, RecursionError):
+                fh.truncate(keep)
+                return size - keep
+            fh.write(b"\n")  # a whole row that only lacks its newline
+            return 0
     except FileNotFoundError:
         return 0
 
 
 def open_append(path: "str | os.PathLike", encoding: str = "utf-8") -> IO[str]:
-    """Open an append-only JSONL log (results, metrics, plans) to continue it: a last row a killed run left
-    without its newline is cut first (:func:`drop_torn_tail`), so the first new row does not land on it and turn
-    it into a bad line in the middle. Readers skip such a torn last row; the resumed run writes it again."""
-    drop_torn_tail(path)
+    """Open an append-only JSONL log (results, metrics, plans) to continue it, after :func:`end_last_row`: a row a
+    killed run left half-written is cut first (readers skip it as torn; the resumed run writes it again), so the
+    first new row does not land on it, where it was skipped in turn and the next resume met a bad middle line."""
+    end_last_row(path)
     return open(path, "a", encoding=encoding)
 
 

@@ -85,17 +85,22 @@ def test_failed_runs_are_recorded_and_resume_skips_done_keys(tmp_path):
                        progress=False)
 
 
-def test_a_row_a_killed_run_left_half_written_is_run_again_and_kept(tmp_path):
+def test_resume_after_a_run_killed_mid_row_keeps_every_row(tmp_path):
+    """A run killed while writing a row leaves a partial last line: the resumed run glued its first row to it, so
+    that row was lost (ignored as the torn last line) or, with more rows after it, the file could not be read."""
     tasks = [Task(f"o__r-{i}", "o/r", "c" * 40, "bug", gold_files=GOLD) for i in range(2)]
-    cfg = HintExperimentConfig(precisions=[0.0, 1.0], set_size=2, verify=False)
-    run_experiment(tasks, _Agent(), cfg, tmp_path, {t.instance_id: BAD for t in tasks}, "test", progress=False)
+    cfg = HintExperimentConfig(precisions=[1.0], set_size=2, verify=False)
+    rows = run_experiment(tasks, _Agent(), cfg, tmp_path, {t.instance_id: BAD for t in tasks}, "test", progress=False)
     results = tmp_path / "results.jsonl"
-    results.write_text(results.read_text()[:-40])  # killed while writing its last row
+    lines = results.read_text().splitlines(keepends=True)
+    results.write_text("".join(lines[:2]) + lines[2][:40])  # killed while writing the third row
     again = _Agent()
-    run_experiment(tasks, again, cfg, tmp_path, {}, "test", progress=False)
-    assert len(again.calls) == 1 and len(read_jsonl(results)) == 6  # the new row was not appended onto the torn one
+    rows = run_experiment(tasks, again, cfg, tmp_path, {}, "test", progress=False)
+    assert len(again.calls) == 2 and len(rows) == 4 and len(read_jsonl(results)) == 4
+    results.write_text(results.read_text().rstrip("\n"))  # a whole last row without its newline (hand-edited)
     third = _Agent()
-    assert len(run_experiment(tasks, third, cfg, tmp_path, {}, "test", progress=False)) == 6 and not third.calls
+    assert len(run_experiment(tasks, third, cfg, tmp_path, {}, "test", progress=False)) == 4 and not third.calls
+    assert len(read_jsonl(results)) == 4
 
 
 def test_summary_pairs_each_hinted_run_with_its_no_hint_run(tmp_path):
