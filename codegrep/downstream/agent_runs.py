@@ -25,8 +25,6 @@ from codegrep.quiet import show_bar
 def load_candidates(path: str | Path) -> dict[str, list[str]]:
     """instance_id -> ranked files, from a retriever results JSONL (``codegrep evaluate`` rows)."""
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"candidates file not found: {p}")
     out = {}
     for n, row in jsonl_objects(p, "candidates file"):
         if "instance_id" not in row or not isinstance(row.get("files"), list):
@@ -96,8 +94,6 @@ def run_downstream(tasks: Sequence[Any], agent: Any, candidates: dict[str, list[
 def read_results(path: str | Path) -> list[DownstreamResult]:
     """Results written by ``run_downstream``."""
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"downstream results not found: {p}")
     results = []
     for n, row in jsonl_objects(p, "downstream results"):
         try:
