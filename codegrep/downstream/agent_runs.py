@@ -144,13 +144,16 @@ def relative_change(a: Sequence[float], b: Sequence[float], n_boot: int = 2000, 
 
     >>> round(relative_change([10, 10], [8, 8])["change"], 6)
     -0.2
+    >>> relative_change([0, 0], [3, 1])  # no base to be relative to: undefined, not a division by zero
+    {'change': nan, 'low': nan, 'high': nan, 'n': 2}
     """
     a, b = np.asarray(a, float), np.asarray(b, float)
-    if a.size == 0:
-        return {"change": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
+    if a.size == 0 or a.mean() == 0:
+        return {"change": float("nan"), "low": float("nan"), "high": float("nan"), "n": int(a.size)}
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, a.size, size=(n_boot, a.size))
-    boots = b[idx].mean(axis=1) / a[idx].mean(axis=1) - 1
+    with np.errstate(divide="ignore", invalid="ignore"):  # a resample of only zero-base pairs: an infinite change
+        boots = b[idx].mean(axis=1) / a[idx].mean(axis=1) - 1
     lo, hi = np.quantile(boots, [0.025, 0.975])
     return {"change": float(b.mean() / a.mean() - 1), "low": float(lo), "high": float(hi), "n": int(a.size)}
 
