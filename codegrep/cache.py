@@ -28,9 +28,10 @@ import shutil
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from codegrep.argtypes import byte_size, non_negative_float
 from codegrep.config import cache_dir
@@ -156,33 +157,38 @@ def select(items: list[Entry], kinds: list[str] | None = None, older_than_days: 
     """
     now = time.time() if now is None else now
     pool = [e for e in items if (e.kind in kinds if kinds else e.kind in KINDS and e.kind not in PROTECTED)]
-    chosen: list[Entry] = [e for e in pool if orphans and e.orphan]
+    chosen: dict[str, Entry] = {e.path: e for e in pool if orphans and e.orphan}  # insertion order = removal order
     if older_than_days is not None:
-        chosen += [e for e in pool if e not in chosen and now - e.modified > older_than_days * 86400]
+        chosen |= {e.path: e for e in pool if e.path not in chosen and now - e.modified > older_than_days * 86400}
     if max_bytes is not None:
-        left = sum(e.bytes for e in pool if e not in chosen)
+        left = sum(e.bytes for e in pool if e.path not in chosen)
         for e in pool:  # least recently modified first
             if left <= max_bytes:
                 break
-            if e not in chosen:
-                chosen.append(e)
+            if e.path not in chosen:
+                chosen[e.path] = e
                 left -= e.bytes
-    return chosen
+    return list(chosen.values())
 
 
-def _lock_free(path: Path) -> bool:
-    """True when no process holds ``path``'s lock (or it has none); the check holds no lock afterwards."""
-    for lock in (path / ".lock", path.with_name(path.name + ".lock")):
-        if not lock.is_file():
-            continue
-        fd = os.open(lock, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        finally:
+@contextmanager
+def _unused(path: Path) -> Iterator[bool]:
+    """Hold every lock of ``path`` (``<path>/.lock``, ``<path>.lock``) exclusively for the block; False when a process
+    holds one (nothing is held then)."""
+    fds: list[int] = []
+    try:
+        for lock in (path / ".lock", path.with_name(path.name + ".lock")):
+            if lock.is_file():
+                fds.append(os.open(lock, os.O_RDWR))
+                try:
+                    fcntl.flock(fds[-1], fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    yield False
+                    return
+        yield True
+    finally:
+        for fd in fds:
             os.close(fd)  # closing drops the lock
-    return True
 
 
 def remove(entry: Entry) -> bool:
@@ -194,13 +200,14 @@ def remove(entry: Entry) -> bool:
         return WorktreePool(path.parent).remove(entry.name)
     if not os.path.lexists(path):
         return True
-    if not _lock_free(path):
-        return False
     trash = path.with_name(f"{_TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
-    try:
-        os.rename(path, trash)  # readers see the whole entry or nothing
-    except FileNotFoundError:
-        return True
+    with _unused(path) as unused:
+        if not unused:
+            return False
+        try:
+            os.rename(path, trash)  # readers see the whole entry or nothing; renamed while its locks are held
+        except FileNotFoundError:
+            return True
     if trash.is_dir() and not trash.is_symlink():
         shutil.rmtree(trash, ignore_errors=True)
     else:
