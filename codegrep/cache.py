@@ -146,8 +146,8 @@ def select(items: list[Entry], kinds: list[str] | None = None, older_than_days: 
     Only ``kinds`` are considered (default: every known kind but :data:`PROTECTED`).
 
     >>> day = 86400.0
-    >>> es = [Entry("blobs", "old", "p", 100, 0.0), Entry("indexes/bm25", "mid", "p", 50, 5 * day),
-    ...       Entry("models", "new", "p", 500, 9 * day), Entry("mirrors", "m", "p", 900, 0.0)]
+    >>> es = [Entry("blobs", "old", "b/old", 100, 0.0), Entry("indexes/bm25", "mid", "i/mid", 50, 5 * day),
+    ...       Entry("models", "new", "m/new", 500, 9 * day), Entry("mirrors", "m", "r/m", 900, 0.0)]
     >>> [e.name for e in select(es, older_than_days=3, now=10 * day)]
     ['old', 'mid']
     >>> [e.name for e in select(es, max_bytes=520, now=10 * day)]
