@@ -64,15 +64,8 @@ def _panel_names() -> list[str]:
     return list(PANELS)
 
 
-class _Panels(list):
-    """The --panels value; printed as the comma-separated text it was given."""
-
-    def __str__(self) -> str:
-        return ",".join(self)
-
-
 def _panels(text: str) -> list[str]:
-    names = _Panels(n.strip() for n in text.split(",") if n.strip())
+    names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in _panel_names()]
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"unknown column(s) {unknown or [text]}; choose from {', '.join(_panel_names())}")
@@ -103,7 +96,7 @@ def _curves(args: argparse.Namespace) -> int:
         runs[name if name not in runs else str(path)] = frame
     fig = curves_figure(runs, args.panels)
     plots.save(fig, out)
-    print(f"wrote {out} ({len(runs)} run{'s' if len(runs) > 1 else ''}, panels {args.panels})")
+    print(f"wrote {out} ({len(runs)} run{'s' if len(runs) > 1 else ''}, panels {','.join(args.panels)})")
     return 0
 
 
@@ -157,7 +150,7 @@ def register(subparsers: Any) -> None:
                     + ", ".join(_panel_names()) + ".")
     c.add_argument("runs", nargs="+", metavar="RUN_DIR", help="training run directories (each with metrics.jsonl)")
     c.add_argument("--out", required=True, help="figure file (.png or .svg)")
-    c.add_argument("--panels", type=_panels, default=_panels("task_reward,kl,rounds,tokens,time_generation_s"),
+    c.add_argument("--panels", type=_panels, default="task_reward,kl,rounds,tokens,time_generation_s",
                    help="comma-separated metrics.jsonl columns (default %(default)s)")
     c.set_defaults(func=_curves)
     e = subparsers.add_parser("export", help="write a trained run's policy as a HF model dir with a model card")
