@@ -430,16 +430,18 @@ def curves_figure(runs: dict[str, pd.DataFrame], columns: Sequence[str], n_tasks
     :data:`PANELS`, one line per run; a panel no run logged says why instead of drawing zeros."""
     from codegrep import plots
 
+    from matplotlib.lines import Line2D
+
     fig, axes = plots.subplots(1, len(columns), width=3.3 * len(columns))
-    axes = np.atleast_1d(axes)
-    for ax, col in zip(axes, columns):
+    colours = {name: plots.PALETTE[i % len(plots.PALETTE)] for i, name in enumerate(runs)}  # one colour a run
+    for ax, col in zip(np.atleast_1d(axes), columns):
         what, unit = PANELS[col]
         logged = {name: steps for name, steps in runs.items() if col in steps and steps[col].notna().any()}
         if not logged:
             plots.undefined(ax, what, f"'{col}' was not logged by {'this run' if len(runs) == 1 else 'these runs'}")
             continue
         for name, steps in logged.items():
-            ax.plot(steps["step"], steps[col], marker="o", label=name)
+            ax.plot(steps["step"], steps[col], marker="o", label=name, color=colours[name])
         ax.set_xlabel("GRPO step")
         ax.set_ylabel(unit)
         plots.integer_ticks(ax, "both" if col in ("rounds", "tool_calls") else "x")
@@ -447,21 +449,10 @@ def curves_figure(runs: dict[str, pd.DataFrame], columns: Sequence[str], n_tasks
             plots.title(ax, what, "real", n_tasks, "train tasks")
         else:
             plots.title(ax, what, "real", len(logged), "run" if len(logged) == 1 else "runs")
-    if len(runs) > 1:  # one legend for every panel: the runs keep their colours across panels
-        colours = dict(zip(runs, plots.PALETTE * (len(runs) // len(plots.PALETTE) + 1)))
-        for ax in axes:
-            for line in ax.get_lines():
-                line.set_color(colours[line.get_label()])
-        handles = [plt_line(colours[name], name) for name in runs]
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(runs), 4), title="run")
+    if len(runs) > 1:  # one legend for every panel
+        fig.legend(handles=[Line2D([], [], color=c, marker="o", label=name) for name, c in colours.items()],
+                   loc="outside lower center", ncols=min(len(runs), 4), title="run")
     return fig
-
-
-def plt_line(colour: str, label: str) -> Any:
-    """A legend handle: a line with a marker in ``colour``."""
-    from matplotlib.lines import Line2D
-
-    return Line2D([], [], color=colour, marker="o", label=label)
 
 
 def evaluation_figure(evaluation: pd.DataFrame) -> Any:
