@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from codegrep.data.swebench_report import load_report, resolved
 from codegrep.data.tasks import Task
-from codegrep.downstream.agents import candidate_hint, hinted_problem_statement, load_report, resolved_from_report
+from codegrep.downstream.agents import candidate_hint, hinted_problem_statement
 from codegrep.mining.inputs import embedded_dir
 
 EMBEDDED = embedded_dir() / "mini-swe-agent"
@@ -36,12 +37,12 @@ def _embedded_runs():
 
 def test_swebench_reports_resolve_with_the_harness_grading():
     runs = _embedded_runs()
-    verdicts = {traj["instance_id"]: resolved_from_report(rep, traj["instance_id"]) for _, traj, rep in runs}
+    verdicts = {traj["instance_id"]: resolved(rep, traj["instance_id"]) for _, traj, rep in runs}
     assert len(verdicts) == 15 and set(verdicts.values()) == {True, False}
     assert verdicts["django__django-15280"] is False and verdicts["django__django-13023"] is True
     bad = dict(runs[0][2], resolved=not runs[0][2]["resolved"])
     with pytest.raises(ValueError, match="disagrees"):
-        resolved_from_report(bad, runs[0][1]["instance_id"])
+        resolved(bad, runs[0][1]["instance_id"])
 
 
 def test_mini_swe_agent_parses_every_real_trajectory():
@@ -215,7 +216,7 @@ def test_shared_reports_match_embedded_copies():
         pytest.skip("../shared is absent")
     for f in sorted(shared.glob("*.report.json")):
         iid = f.name.split(".report")[0]
-        assert resolved_from_report(load_report(f), iid) == _load(EMBEDDED / f"{f.name}.gz")["resolved"]
+        assert resolved(load_report(f), iid) == _load(EMBEDDED / f"{f.name}.gz")["resolved"]
 
 
 def test_importing_litellm_through_codegrep_never_fetches_the_price_list():

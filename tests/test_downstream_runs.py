@@ -263,3 +263,23 @@ def test_replay_skips_a_recorded_run_without_token_usage(tmp_path, capsys):
     assert rc == 0, captured.err
     assert f"1 trajectories that recorded no token usage: ['{UNRESOLVED}']" in captured.err
     assert [json.loads(line)["instance_id"] for line in out.read_text().splitlines()] == [RESOLVED]
+
+
+def test_mining_and_downstream_read_every_report_shape_alike(tmp_path, capsys):
+    """One reader of harness reports: mining's own copy said a run report that does not name the instance resolved
+    it not (False, not unknown) and ignored experiments' results.json; downstream's ignored an inner record without
+    ``patch_exists`` (an OpenHands ``test_result.report``) beside a trajectory."""
+    from codegrep.mining.formats.minisweagent import parse
+
+    traj = _traj(RESOLVED)
+    shapes = [({"resolved_ids": [OTHER], "unresolved_ids": [], "error_ids": []}, None),
+              ({"resolved": [RESOLVED], "no_generation": []}, True),
+              ({"resolved": True, "failed_apply_patch": False, "error_eval": False}, True),
+              ({RESOLVED: _report(RESOLVED)}, True)]
+    for n, (report, expected) in enumerate(shapes):
+        src = tmp_path / str(n)
+        _write(src / f"{RESOLVED}.traj.json", traj)
+        _write(src / f"{RESOLVED}.report.json", report)
+        assert parse(traj, report=report).resolved is expected, report
+        _, rows = _downstream(tmp_path, capsys, src)
+        assert rows[0]["resolved"] is expected, report

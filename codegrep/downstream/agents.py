@@ -4,15 +4,13 @@ Every agent (OpenHands, mini-swe-agent, the replay cost model) returns a ``Downs
 Candidate files reach an agent in exactly one way, the same for every retriever: the issue text
 is followed by a blank line and the block ``candidate_hint(files)`` renders
 (``hinted_problem_statement``). Resolution of real runs comes from the official ``swebench``
-harness report (``resolved_from_report``).
+harness report (``codegrep.data.swebench_report``, the one reader mining uses too).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
-from codegrep.errors import UserError
 from codegrep.metrics import dedupe
 
 HINT_HEADER = "<candidate_files>"
@@ -103,89 +101,6 @@ def hinted_problem_statement(problem_statement: str, files: Sequence[str] | None
     """
     hint = candidate_hint(files or [], excerpts)
     return problem_statement if not hint else f"{problem_statement.rstrip()}\n\n{hint}"
-
-
-def _instance_report(report: dict[str, Any], instance_id: str) -> dict[str, Any] | None:
-    if instance_id in report and isinstance(report[instance_id], dict):
-        return report[instance_id]  # per-instance logs/run_evaluation/.../report.json
-    if "resolved" in report and "patch_exists" in report:
-        return report  # the inner record alone (as stored next to a trajectory)
-    return None
-
-
-def resolved_from_report(report: dict[str, Any], instance_id: str) -> bool | None:
-    """Resolution of one instance from a ``swebench`` harness report; None when it is not in it.
-
-    Accepts the run report (``resolved_ids``/``unresolved_ids``/``error_ids``/``empty_patch_ids``), a
-    per-instance report (``{id: {...}}``) or its inner record (the report stored beside one trajectory), and the
-    ``results.json`` of SWE-bench's experiments repository (``{"resolved": [ids], ...}``, which lists no unresolved
-    instance: every other instance it reports on was not resolved). Where per-test results are present, the
-    harness's own ``get_resolution_status`` recomputes the verdict and it must agree with the ``resolved`` flag.
-
-    >>> resolved_from_report({"resolved_ids": ["a"], "unresolved_ids": ["b"]}, "b")
-    False
-    >>> resolved_from_report({"a": {"patch_exists": True, "resolved": True}}, "a")
-    True
-    >>> resolved_from_report({"resolved_ids": []}, "zzz") is None
-    True
-    >>> resolved_from_report({"resolved": ["a"], "no_generation": ["c"]}, "b")
-    False
-    """
-    if "resolved_ids" in report:
-        if instance_id in report["resolved_ids"]:
-            return True
-        failed = [k for k in ("unresolved_ids", "error_ids", "empty_patch_ids") if instance_id in report.get(k, [])]
-        return False if failed else None
-    if isinstance(report.get("resolved"), list):
-        return instance_id in report["resolved"]
-    inner = _instance_report(report, instance_id)
-    if inner is None:
-        return None
-    flag = bool(inner.get("resolved"))
-    if inner.get("tests_status"):
-        from swebench.harness.constants import ResolvedStatus
-        from swebench.harness.grading import get_resolution_status
-
-        full = get_resolution_status(inner["tests_status"]) == ResolvedStatus.FULL.value
-        if full != flag:
-            raise ValueError(f"swebench report for {instance_id}: 'resolved'={flag} disagrees with its tests_status")
-    return flag
-
-
-def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
-    """A harness report: the run report, a per-instance ``report.json`` (``{id: {...}}``), a directory of those
-    (the harness's ``logs/run_evaluation/<run>/<model>/<id>/report.json``, merged), an experiments
-    ``results.json``, or one instance's inner record. Missing, not UTF-8, not JSON, or of no known shape is a
-    ``UserError`` naming the file; so is an inner record when ``whole_run`` (the report of a run, ``--report``:
-    a record that names no instance would become every run's verdict).
-    """
-    from codegrep.files import read_json
-
-    p = Path(path)
-    if p.is_dir():
-        files = sorted(p.rglob("report.json"))
-        if not files:
-            raise UserError(f"swebench report {p}: a directory without any report.json under it")
-        merged: dict[str, Any] = {}
-        for f in files:
-            merged.update(load_report(f, whole_run=True))
-        return merged
-    if not p.is_file():
-        raise FileNotFoundError(f"swebench report not found: {p}")
-    report = read_json(p, "swebench report")
-    if not isinstance(report, dict):
-        raise UserError(f"{p}: a swebench report is a JSON object, got {type(report).__name__}")
-    if "resolved_ids" in report or isinstance(report.get("resolved"), list):
-        return report
-    if "resolved" in report and "patch_exists" in report:
-        if not whole_run:
-            return report
-        raise UserError(f"{p}: one instance's report record, without its instance id; give the harness's run report "
-                        "(resolved_ids, ...) or a per-instance report.json ({instance_id: {...}})")
-    if report and not all(isinstance(v, dict) and "resolved" in v for v in report.values()):
-        raise UserError(f"{p}: not a swebench harness report (no resolved_ids, and not {{instance_id: {{\"resolved\": "
-                        "...}}}})")
-    return report
 
 
 def config_from_section(section: dict[str, Any], key: str, config_cls: type, endpoint_field: str,

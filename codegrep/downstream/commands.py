@@ -59,7 +59,7 @@ def _tasks(args: argparse.Namespace, cfg: dict[str, Any], agent: Any) -> list[An
 
 def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | None) -> list[Any]:
     from codegrep.downstream.agent_runs import results_from_agent_output
-    from codegrep.downstream.agents import load_report
+    from codegrep.data.swebench_report import load_report
 
     results = results_from_agent_output(args.from_output, load_report(args.report, whole_run=True) if args.report else None)
     if candidates is not None:

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 from codegrep.data.gitcmd import detached_worktree
 from codegrep.data.tasks import Task
 from codegrep.errors import UserError
-from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
-                                       resolved_from_report)
+from codegrep.data.swebench_report import load_report, resolved as report_resolved
+from codegrep.downstream.agents import DownstreamResult, config_from_section, hinted_problem_statement
 from codegrep.files import open_append
 
 FENCE = "bash"  # the code-fence word the model must use; mini-swe-agent 1.x trajectories used it
@@ -117,7 +117,7 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
     run = parser.read(traj, source=path or "")
     parsed = parser.parse(traj, source=path or "")
     iid = run.instance_id or parsed.instance_id or (id_from_name(path) if path else "")  # ``mini`` stores none
-    resolved = resolved_from_report(report, iid) if report else None
+    resolved = report_resolved(report, iid)
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
     return DownstreamResult(instance_id=iid, agent="mini-swe-agent", resolved=resolved, rounds=run.rounds,
                             prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,

@@ -30,8 +30,8 @@ from typing import Any, Iterable, Sequence
 from codegrep.data.tasks import Task
 from codegrep.errors import UserError
 from codegrep.files import jsonl_objects, write_atomic
-from codegrep.downstream.agents import (DownstreamResult, config_from_section, hinted_problem_statement, load_report,
-                                       resolved_from_report)
+from codegrep.data.swebench_report import load_report, resolved as report_resolved
+from codegrep.downstream.agents import DownstreamResult, config_from_section, hinted_problem_statement
 
 RUN_INFER = "evaluation/benchmarks/swe_bench/run_infer.py"
 # Fields OpenHands' run_infer and the swebench harness read from a dataset row.
@@ -187,7 +187,7 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
     parsed = parser.parse(row, source=source)
     prompt, completion, known = _token_usage(row)
     iid = parsed.instance_id
-    resolved = resolved_from_report(report, iid) if report else None
+    resolved = report_resolved(report, iid)
     if resolved is None:  # the row's own verdict: eval_infer's test_result.report, or the top-level report its
         resolved = parsed.resolved  # update_output_with_eval script adds
     instance = row.get("instance") or {}

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.data.tasks import patch_files
-from codegrep.downstream.agents import resolved_from_report
 from codegrep.downstream.replay import Trace, observed_paths, steps_from_usage
 from codegrep.metrics import dedupe
 
@@ -141,7 +141,7 @@ def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
         iid = str(traj.get("instance_id") or path.name.split(".traj")[0])
         traj["instance_id"] = iid
         report = report_beside(str(path))
-        resolved = resolved_from_report(report, iid) if report else None
+        resolved = report_resolved(report, iid)
         files = gold.get(iid) or (patch_files((traj.get("info") or {}).get("submission", "")) if resolved else [])
         if resolved is None or not files:
             skipped.append(iid)

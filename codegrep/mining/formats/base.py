@@ -96,22 +96,3 @@ def content_text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return "" if content is None else str(content)
-
-
-def resolution_from_report(report: Any, instance_id: str) -> bool | None:
-    """``resolved`` from a SWE-bench ``report.json``: keyed by instance id, the inner object, or a summary.
-
-    >>> resolution_from_report({"a__b-1": {"resolved": True}}, "a__b-1")
-    True
-    >>> resolution_from_report({"resolved": False}, "x"), resolution_from_report({"resolved_ids": ["x"]}, "x")
-    (False, True)
-    """
-    if not isinstance(report, dict):
-        return None
-    if isinstance(report.get(instance_id), dict):
-        report = report[instance_id]
-    if isinstance(report.get("resolved"), bool):
-        return report["resolved"]
-    if isinstance(report.get("resolved_ids"), list):
-        return instance_id in report["resolved_ids"]
-    return None

@@ -35,8 +35,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.mining.events import Event
-from codegrep.mining.formats.base import Trajectory, content_text, issue_text, resolution_from_report
+from codegrep.mining.formats.base import Trajectory, content_text, issue_text
 from codegrep.mining.shell import ShellParser
 
 NAME = "mini-swe-agent"
@@ -362,6 +363,6 @@ def parse(row: dict[str, Any], source: str = "", report: Any = None) -> Trajecto
     run = read(row, source)
     return Trajectory(trajectory_id=run.instance_id, instance_id=run.instance_id, source_format=NAME,
                       events=run.events(), patch=run.submission,
-                      resolved=resolution_from_report(report, run.instance_id),
+                      resolved=report_resolved(report, run.instance_id),
                       problem_statement=run.problem_statement, n_steps=len(run.actions), n_tokens=run.tokens,
                       model=run.model_name, source=source)

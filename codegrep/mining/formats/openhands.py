@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.mining.events import Event
-from codegrep.mining.formats.base import Trajectory, content_text, resolution_from_report, strip_run_suffix
+from codegrep.mining.formats.base import Trajectory, content_text, strip_run_suffix
 from codegrep.mining.formats.tools import editor_events
 from codegrep.mining.shell import ShellParser
 
@@ -108,7 +109,7 @@ def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
             id_from_name(source)
     instance_id = strip_run_suffix(raw_id)
     result = row.get("test_result") or {}
-    resolved = resolution_from_report(result.get("report") or row.get("report") or report, instance_id)
+    resolved = report_resolved(result.get("report") or row.get("report") or report, instance_id)
     if resolved is None and isinstance(row.get("resolved"), bool):
         resolved = row["resolved"]
     return Trajectory(trajectory_id=raw_id, instance_id=instance_id, source_format=NAME, events=events,

@@ -110,7 +110,7 @@ def _traj_root(history: list[dict[str, Any]], states: list[dict[str, Any]]) -> s
 
 
 def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Trajectory:
-    from codegrep.mining.formats.base import resolution_from_report
+    from codegrep.data.swebench_report import resolved as report_resolved
 
     steps = row.get("trajectory") or []
     states = [loose_mapping(s.get("state")) for s in steps]
@@ -130,7 +130,7 @@ def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Tra
     problem = (replay.get("problem_statement") or {}).get("text") or issue_text(_issue_turn(row.get("history") or []))
     info = row.get("info") or {}
     return Trajectory(trajectory_id=stem or instance_id, instance_id=instance_id, source_format=TRAJ, events=events,
-                      patch=str(info.get("submission") or ""), resolved=resolution_from_report(report, instance_id),
+                      patch=str(info.get("submission") or ""), resolved=report_resolved(report, instance_id),
                       problem_statement=problem, n_steps=len(steps), n_tokens=_traj_tokens(info), source=source)
 
 

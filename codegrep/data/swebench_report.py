@@ -1,0 +1,103 @@
+"""THE reader of SWE-bench harness reports (mining and downstream both use it).
+
+Shapes accepted (``load_report`` reads a file or a directory of them; ``resolved`` answers for one instance):
+
+- the **run report** ``python -m swebench.harness.run_evaluation`` writes (``<model>.<run_id>.json``):
+  ``resolved_ids`` / ``unresolved_ids`` / ``error_ids`` / ``empty_patch_ids`` (an instance in none of them,
+  e.g. ``incomplete_ids``, is unknown);
+- the **per-instance** ``report.json`` (``{instance_id: {"resolved": bool, "tests_status": ...}}``), or a
+  directory of them (the harness's ``logs/run_evaluation/<run>/<model>/<id>/report.json``, merged);
+- the **inner record** of one instance alone (``{"resolved": bool, ...}``: the report stored beside one trajectory,
+  an OpenHands row's ``test_result.report``); it names no instance, so it is refused where a whole run's report is
+  expected (``whole_run``);
+- SWE-bench experiments' ``results.json`` (``{"resolved": [ids], ...}``; it lists no unresolved instance: every
+  other instance was not resolved).
+
+Where per-test results are present (``tests_status``), the harness's own ``get_resolution_status`` recomputes the
+verdict and it must agree with the ``resolved`` flag.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from codegrep.errors import UserError
+
+FAILED_KEYS = ("unresolved_ids", "error_ids", "empty_patch_ids")
+"""Run-report lists whose instances were not resolved."""
+
+
+def _listed(report: dict[str, Any], key: str, instance_id: str) -> bool:
+    ids = report.get(key)
+    return isinstance(ids, list) and instance_id in ids
+
+
+def _record(report: dict[str, Any], instance_id: str) -> dict[str, Any] | None:
+    """The inner record of ``instance_id``: ``report[instance_id]``, or the report itself when it is one."""
+    if isinstance(report.get(instance_id), dict):
+        return report[instance_id]
+    return report if isinstance(report.get("resolved"), bool) else None
+
+
+def resolved(report: Any, instance_id: str) -> bool | None:
+    """Whether the harness resolved ``instance_id``; None when the report does not name the instance.
+
+    >>> resolved({"resolved_ids": ["a"], "unresolved_ids": ["b"]}, "b")
+    False
+    >>> resolved({"a": {"patch_exists": True, "resolved": True}}, "a"), resolved({"resolved": False}, "x")
+    (True, False)
+    >>> resolved({"resolved_ids": []}, "zzz") is None, resolved({"resolved": ["a"], "no_generation": ["c"]}, "b")
+    (True, False)
+    """
+    if not isinstance(report, dict):
+        return None
+    if isinstance(report.get("resolved_ids"), list):
+        if instance_id in report["resolved_ids"]:
+            return True
+        return False if any(_listed(report, k, instance_id) for k in FAILED_KEYS) else None
+    if isinstance(report.get("resolved"), list):
+        return instance_id in report["resolved"]
+    record = _record(report, instance_id)
+    if record is None or not isinstance(record.get("resolved"), bool):
+        return None
+    flag = record["resolved"]
+    if record.get("tests_status"):
+        from swebench.harness.constants import ResolvedStatus
+        from swebench.harness.grading import get_resolution_status
+
+        if (get_resolution_status(record["tests_status"]) == ResolvedStatus.FULL.value) != flag:
+            raise ValueError(f"swebench report for {instance_id}: 'resolved'={flag} disagrees with its tests_status")
+    return flag
+
+
+def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
+    """A harness report file, or a directory of per-instance ``report.json`` files (merged). Missing, not UTF-8,
+    not JSON, or of no known shape is a ``UserError`` naming the file; so is an inner record when ``whole_run``
+    (the report of a run, ``--report``: a record that names no instance would become every run's verdict)."""
+    from codegrep.files import read_json
+
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(p.rglob("report.json"))
+        if not files:
+            raise UserError(f"swebench report {p}: a directory without any report.json under it")
+        merged: dict[str, Any] = {}
+        for f in files:
+            merged.update(load_report(f, whole_run=True))
+        return merged
+    if not p.is_file():
+        raise FileNotFoundError(f"swebench report not found: {p}")
+    report = read_json(p, "swebench report")
+    if not isinstance(report, dict):
+        raise UserError(f"{p}: a swebench report is a JSON object, got {type(report).__name__}")
+    if isinstance(report.get("resolved_ids"), list) or isinstance(report.get("resolved"), list):
+        return report
+    if isinstance(report.get("resolved"), bool):
+        if not whole_run:
+            return report
+        raise UserError(f"{p}: one instance's report record, without its instance id; give the harness's run report "
+                        "(resolved_ids, ...) or a per-instance report.json ({instance_id: {...}})")
+    if report and not all(isinstance(v, dict) and "resolved" in v for v in report.values()):
+        raise UserError(f"{p}: not a swebench harness report (no resolved_ids, and not {{instance_id: {{\"resolved\": "
+                        "...}}}})")
+    return report
