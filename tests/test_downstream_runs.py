@@ -283,3 +283,30 @@ def test_mining_and_downstream_read_every_report_shape_alike(tmp_path, capsys):
         assert parse(traj, report=report).resolved is expected, report
         _, rows = _downstream(tmp_path, capsys, src)
         assert rows[0]["resolved"] is expected, report
+
+
+def test_infrastructure_failures_are_reported_apart_and_left_out_of_resolve_rates(tmp_path, capsys):
+    """The harness's run report (schema 2) names instances whose environment broke (``infra_failure_ids``, kept in
+    its ``error_ids``): they counted as unresolved, lowering the resolve rate and making discordant pairs."""
+    from codegrep.downstream.agents import DownstreamResult
+
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED, OTHER])
+    report = _write(tmp_path / "model.r1.json", {
+        "schema_version": 2, "resolved_ids": [RESOLVED], "unresolved_ids": [UNRESOLVED], "error_ids": [OTHER],
+        "empty_patch_ids": [], "infra_failure_ids": [OTHER], "ambiguous_failure_ids": [],
+        "failure_reasons": {OTHER: "container_unavailable"}})
+    base = _write(tmp_path / "base.jsonl", "".join(
+        json.dumps(DownstreamResult(i, "mini-swe-agent", True, 30, 1000, 100).to_row()) + "\n"
+        for i in (RESOLVED, UNRESOLVED, OTHER)))
+    summary, rows = _downstream(tmp_path, capsys, src, "--report", str(report), "--compare", str(base))
+    by_id = {r["instance_id"]: r for r in rows}
+    assert by_id[OTHER]["resolved"] is None and by_id[OTHER]["infra_failure"] == "container_unavailable"
+    assert (summary["n_judged"], summary["resolve_rate"]) == (2, 0.5)
+    assert (summary["n_infra_failure"], summary["infra_failure_ids"]) == (1, [OTHER])
+    paired = summary["paired"]
+    assert (paired["n_pairs"], paired["n_judged"], paired["n_infra_failure"]) == (3, 2, 1)
+    assert paired["mcnemar"]["b_only"] == 1 and paired["resolve_hint"] == 0.5
+    # an OpenHands row's own verdict does not overrule the run report's infrastructure failure
+    out = _write(tmp_path / "output.jsonl", json.dumps(_oh_row(OTHER, 10, report={"resolved": False})) + "\n")
+    summary, rows = _downstream(tmp_path, capsys, out, "--report", str(report), agent="openhands")
+    assert rows[0]["resolved"] is None and summary["n_judged"] == 0 and summary["n_infra_failure"] == 1

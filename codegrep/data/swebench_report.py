@@ -4,7 +4,10 @@ Shapes accepted (``load_report`` reads a file or a directory of them; ``resolved
 
 - the **run report** ``python -m swebench.harness.run_evaluation`` writes (``<model>.<run_id>.json``):
   ``resolved_ids`` / ``unresolved_ids`` / ``error_ids`` / ``empty_patch_ids`` (an instance in none of them,
-  e.g. ``incomplete_ids``, is unknown);
+  e.g. ``incomplete_ids``, is unknown), and since schema 2 ``infra_failure_ids`` with ``failure_reasons``: the
+  instances whose environment broke (the harness keeps them in ``unresolved_ids`` / ``error_ids``; here they are
+  **not evaluated**: ``resolved`` None, ``infra_failure`` their reason; ``ambiguous_failure_ids``, which a bad
+  patch can cause too, stay unresolved);
 - the **per-instance** ``report.json`` (``{instance_id: {"resolved": bool, "tests_status": ...}}``), or a
   directory of them (the harness's ``logs/run_evaluation/<run>/<model>/<id>/report.json``, merged);
 - the **inner record** of one instance alone (``{"resolved": bool, ...}``: the report stored beside one trajectory,
@@ -24,7 +27,7 @@ from typing import Any
 from codegrep.errors import UserError
 
 FAILED_KEYS = ("unresolved_ids", "error_ids", "empty_patch_ids")
-"""Run-report lists whose instances were not resolved."""
+"""Run-report lists whose instances were evaluated and not resolved (``infra_failure_ids`` excepted)."""
 
 
 def _listed(report: dict[str, Any], key: str, instance_id: str) -> bool:
@@ -39,11 +42,31 @@ def _record(report: dict[str, Any], instance_id: str) -> dict[str, Any] | None:
     return report if isinstance(report.get("resolved"), bool) else None
 
 
+def infra_failure(report: Any, instance_id: str) -> str | None:
+    """Why the harness could not evaluate ``instance_id`` (a run report's ``infra_failure_ids``, with its
+    ``failure_reasons`` entry), else None.
+
+    >>> infra_failure({"resolved_ids": [], "error_ids": ["a"], "infra_failure_ids": ["a"],
+    ...                "failure_reasons": {"a": "container_unavailable"}}, "a")
+    'container_unavailable'
+    >>> infra_failure({"resolved_ids": [], "unresolved_ids": ["a"]}, "a") is None
+    True
+    """
+    if not isinstance(report, dict) or not _listed(report, "infra_failure_ids", instance_id) \
+            or _listed(report, "resolved_ids", instance_id):
+        return None
+    reasons = report.get("failure_reasons")
+    return str((reasons.get(instance_id) if isinstance(reasons, dict) else None) or "infrastructure failure")
+
+
 def resolved(report: Any, instance_id: str) -> bool | None:
-    """Whether the harness resolved ``instance_id``; None when the report does not name the instance.
+    """Whether the harness resolved ``instance_id``; None when the report does not say (it does not name the
+    instance, or the instance is an infrastructure failure: not evaluated).
 
     >>> resolved({"resolved_ids": ["a"], "unresolved_ids": ["b"]}, "b")
     False
+    >>> resolved({"resolved_ids": [], "error_ids": ["b"], "infra_failure_ids": ["b"]}, "b") is None
+    True
     >>> resolved({"a": {"patch_exists": True, "resolved": True}}, "a"), resolved({"resolved": False}, "x")
     (True, False)
     >>> resolved({"resolved_ids": []}, "zzz") is None, resolved({"resolved": ["a"], "no_generation": ["c"]}, "b")
@@ -54,6 +77,8 @@ def resolved(report: Any, instance_id: str) -> bool | None:
     if isinstance(report.get("resolved_ids"), list):
         if instance_id in report["resolved_ids"]:
             return True
+        if infra_failure(report, instance_id):
+            return None
         return False if any(_listed(report, k, instance_id) for k in FAILED_KEYS) else None
     if isinstance(report.get("resolved"), list):
         return instance_id in report["resolved"]

@@ -107,22 +107,26 @@ def read_results(path: str | Path) -> list[DownstreamResult]:
 
 
 def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
-    """Resolve rate (over evaluated instances), mean rounds, mean tokens (all and resolved) over the runs whose
-    tokens are known (``n_tokens``: how many; a run that recorded no usage is left out, not counted as 0).
+    """Resolve rate (over evaluated instances: ``n_judged``; the harness's infrastructure failures are not, they are
+    counted in ``n_infra_failure`` and named in ``infra_failure_ids``), mean rounds, mean tokens (all and resolved)
+    over the runs whose tokens are known (``n_tokens``: how many; a run that recorded no usage is left out, not
+    counted as 0).
 
     >>> s = summarize([DownstreamResult("a", "x", True, 4, 100, 10), DownstreamResult("b", "x", False, 2, None, None)])
     >>> s["mean_rounds"], s["mean_tokens"], s["n_tokens"], s["mean_tokens_resolved"]
     (3.0, 110.0, 1, 110.0)
     """
-    judged = [r for r in results if r.resolved is not None]
+    judged = [r for r in results if r.judged]
     resolved = [r for r in judged if r.resolved]
     mean = lambda xs: float(np.mean(xs)) if len(xs) else float("nan")  # noqa: E731
     known = lambda rs: [r.tokens for r in rs if r.tokens is not None]  # noqa: E731
+    infra = [r.instance_id for r in results if r.infra_failure]
     return {"agent": results[0].agent if results else None, "n": len(results), "n_judged": len(judged),
             "resolve_rate": mean([float(r.resolved) for r in judged]), "mean_rounds": mean([r.rounds for r in results]),
             "n_tokens": len(known(results)), "mean_tokens": mean(known(results)),
             "mean_tokens_resolved": mean(known(resolved)),
-            "with_retrieval": bool(results) and results[0].candidate_files is not None}
+            "with_retrieval": bool(results) and results[0].candidate_files is not None,
+            "n_infra_failure": len(infra), "infra_failure_ids": infra}
 
 
 def mcnemar(base: Sequence[bool], hinted: Sequence[bool]) -> dict[str, float]:
@@ -162,6 +166,8 @@ def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[Downstream
                    seed: int = 0) -> dict[str, Any]:
     """Paired comparison on the instances both runs share (``n_pairs``; ``n_only_base`` / ``n_only_hint``: the
     instances of one side only, left out). An instance listed twice on one side counts once, by its last row.
+    Resolve statistics are over the pairs judged on both sides (``n_judged``); a pair with an infrastructure
+    failure on either side is not judged (``n_infra_failure``).
 
     >>> r = lambda i, ok: DownstreamResult(i, "x", ok, 5, 100, 10)  # noqa: E731
     >>> p = paired_compare([r("a", True), r("b", False), r("a", False)], [r("b", True), r("c", True), r("a", True)])
@@ -171,12 +177,13 @@ def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[Downstream
     by_id = {r.instance_id: r for r in base}
     hint_by_id = {r.instance_id: r for r in hinted}
     pairs = [(by_id[i], h) for i, h in hint_by_id.items() if i in by_id]
-    judged = [(a, b) for a, b in pairs if a.resolved is not None and b.resolved is not None]
+    judged = [(a, b) for a, b in pairs if a.judged and b.judged]
     ra, rb = [bool(a.resolved) for a, _ in judged], [bool(b.resolved) for _, b in judged]
     diff = paired_bootstrap_diff([float(x) for x in ra], [float(x) for x in rb], seed=seed) if judged else (np.nan,) * 3
     both = [(a, b) for a, b in judged if a.resolved and b.resolved and a.tokens is not None and b.tokens is not None]
     return {"n_pairs": len(pairs), "n_only_base": len(by_id.keys() - hint_by_id.keys()),
             "n_only_hint": len(hint_by_id.keys() - by_id.keys()), "n_judged": len(judged),
+            "n_infra_failure": sum(bool(a.infra_failure or b.infra_failure) for a, b in pairs),
             "resolve_base": float(np.mean(ra)) if ra else float("nan"),
             "resolve_hint": float(np.mean(rb)) if rb else float("nan"),
             "resolve_diff": diff[0], "resolve_diff_low": diff[1], "resolve_diff_high": diff[2],
@@ -187,4 +194,4 @@ def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[Downstream
 
 def resolve_rate_ci(results: Sequence[DownstreamResult], seed: int = 0) -> tuple[float, float, float]:
     """Resolve rate with a bootstrap interval."""
-    return bootstrap_ci([float(r.resolved) for r in results if r.resolved is not None], seed=seed)
+    return bootstrap_ci([float(r.resolved) for r in results if r.judged], seed=seed)

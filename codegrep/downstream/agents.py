@@ -28,7 +28,7 @@ class DownstreamResult:
     agent: str
     """Which agent produced it: ``openhands``, ``mini-swe-agent``, or ``replay`` (the cost model)."""
     resolved: bool | None
-    """Resolved by the official harness (None = not evaluated, e.g. no Docker)."""
+    """Resolved by the official harness (None = not evaluated, e.g. no Docker, or an ``infra_failure``)."""
     rounds: int
     """LLM calls (agent turns) the rollout took."""
     prompt_tokens: int | None
@@ -45,6 +45,14 @@ class DownstreamResult:
     """Source repository (``owner/name``), for per-repo breakdowns."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Agent-specific details (exit status, replay bookkeeping, ...)."""
+    infra_failure: str | None = None
+    """Why the harness could not evaluate the run (its report's ``infra_failure_ids`` / ``failure_reasons``: the
+    environment broke); ``resolved`` is then None and the run is left out of every resolve rate."""
+
+    @property
+    def judged(self) -> bool:
+        """Whether the harness evaluated the run (it counts in resolve rates)."""
+        return self.resolved is not None and not self.infra_failure
 
     @property
     def tokens(self) -> int | None:

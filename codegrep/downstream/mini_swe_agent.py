@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from codegrep.data.gitcmd import detached_worktree
 from codegrep.data.tasks import Task
 from codegrep.errors import UserError
-from codegrep.data.swebench_report import load_report, resolved as report_resolved
+from codegrep.data.swebench_report import infra_failure, load_report, resolved as report_resolved
 from codegrep.downstream.agents import DownstreamResult, config_from_section, hinted_problem_statement
 from codegrep.files import open_append
 
@@ -121,7 +121,7 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
     return DownstreamResult(instance_id=iid, agent="mini-swe-agent", resolved=resolved, rounds=run.rounds,
                             prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
-                            seconds=seconds, trajectory=path, repo=repo,
+                            seconds=seconds, trajectory=path, repo=repo, infra_failure=infra_failure(report, iid),
                             candidate_files=list(candidate_files) if candidate_files is not None else None,
                             extra={"exit_status": run.exit_status, "actions": len(run.actions),
                                    "viewed_files": viewed, "patch": run.submission or "",

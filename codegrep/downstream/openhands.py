@@ -30,7 +30,7 @@ from typing import Any, Iterable, Sequence
 from codegrep.data.tasks import Task
 from codegrep.errors import UserError
 from codegrep.files import jsonl_objects, write_atomic
-from codegrep.data.swebench_report import load_report, resolved as report_resolved
+from codegrep.data.swebench_report import infra_failure, load_report, resolved as report_resolved
 from codegrep.downstream.agents import DownstreamResult, config_from_section, hinted_problem_statement
 
 RUN_INFER = "evaluation/benchmarks/swe_bench/run_infer.py"
@@ -187,16 +187,16 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
     parsed = parser.parse(row, source=source)
     prompt, completion, known = _token_usage(row)
     iid = parsed.instance_id
-    resolved = report_resolved(report, iid)
-    if resolved is None:  # the row's own verdict: eval_infer's test_result.report, or the top-level report its
-        resolved = parsed.resolved  # update_output_with_eval script adds
+    resolved, infra = report_resolved(report, iid), infra_failure(report, iid)
+    if resolved is None and infra is None:  # the row's own verdict: eval_infer's test_result.report, or the
+        resolved = parsed.resolved  # top-level report its update_output_with_eval script adds
     instance = row.get("instance") or {}
     hint = instance.get("codegrep_candidates")
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
     return DownstreamResult(instance_id=iid, agent="openhands", resolved=resolved,
                             rounds=len(_llm_response_ids(history)), prompt_tokens=prompt,
                             completion_tokens=completion, seconds=_seconds(history), trajectory=source or None,
-                            candidate_files=hint, repo=str(instance.get("repo") or ""),
+                            candidate_files=hint, repo=str(instance.get("repo") or ""), infra_failure=infra,
                             extra={"tokens_known": known, "error": row.get("error"), "actions": parsed.n_steps,
                                    "viewed_files": viewed, "patch": (row.get("test_result") or {}).get("git_patch")})
 
