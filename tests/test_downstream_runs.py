@@ -310,3 +310,52 @@ def test_infrastructure_failures_are_reported_apart_and_left_out_of_resolve_rate
     out = _write(tmp_path / "output.jsonl", json.dumps(_oh_row(OTHER, 10, report={"resolved": False})) + "\n")
     summary, rows = _downstream(tmp_path, capsys, out, "--report", str(report), agent="openhands")
     assert rows[0]["resolved"] is None and summary["n_judged"] == 0 and summary["n_infra_failure"] == 1
+
+
+def _tasks_file(path: Path, iids: list[str]) -> Path:
+    """A task JSONL of ``iids``: the shipped Verified rows where there is one, else a made-up row."""
+    from codegrep.data.shipped import verified_rows_path
+
+    with gzip.open(verified_rows_path(), "rt") as fh:
+        rows = {r["instance_id"]: r for r in map(json.loads, fh)}
+    made = lambda i: {"instance_id": i, "repo": "o/r", "base_commit": "c" * 40,  # noqa: E731
+                      "problem_statement": "bug", "patch": "diff --git a/x.py b/x.py\n"}
+    return _write(path, "".join(json.dumps(rows.get(i) or made(i)) + "\n" for i in iids))
+
+
+def test_from_output_honours_tasks_limit_and_agent(tmp_path, capsys):
+    """--from-output ignored --tasks, --limit and --agent (every recorded run was read, whatever was asked)."""
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED, OTHER], beside=True)
+    tasks = _tasks_file(tmp_path / "tasks.jsonl", [UNRESOLVED, "o__r-404", RESOLVED])
+    out = tmp_path / "o.jsonl"
+    rc = cli.main(["downstream", "--tasks", str(tasks), "--candidates", "none", "--from-output", str(src),
+                   "--out", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    assert [json.loads(line)["instance_id"] for line in out.read_text().splitlines()] == [UNRESOLVED, RESOLVED]
+    assert (summary["n"], summary["n_skipped"], summary["skipped_ids"]) == (2, 1, ["o__r-404"])
+    assert "1 selected task(s) have no recorded run" in captured.err
+    summary, rows = _downstream(tmp_path, capsys, src, "--limit", "2")
+    assert summary["n"] == len(rows) == 2 and summary["n_skipped"] == 0
+    for argv, words in ((["--agent", "openhands"], "holds mini-swe-agent runs"),
+                        (["--agent", "replay"], "holds mini-swe-agent runs"),
+                        (["--tasks", "mined"], "--tasks mined"),
+                        (["--endpoint", "http://localhost:1/v1"], "--endpoint runs an agent")):
+        base = ["downstream", "--tasks", "none", "--candidates", "none", "--from-output", str(src), "--out", str(out)]
+        last = _error(capsys, [*base, *argv] if argv[0] != "--tasks" else [*base[:1], *argv, *base[3:]])
+        assert words in last, last
+
+
+def test_replay_says_which_selected_tasks_have_no_recorded_run(tmp_path, capsys):
+    """The replay model skips a selected task that has no recorded run; only a smaller ``n`` showed it."""
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED], beside=True)
+    tasks = _tasks_file(tmp_path / "tasks.jsonl", [RESOLVED, OTHER, UNRESOLVED])
+    out = tmp_path / "replay.jsonl"
+    rc = cli.main(["downstream", "--tasks", str(tasks), "--candidates", "none", "--out", str(out),
+                   "--set", f"downstream.replay.trajectories={src}", "--set", "downstream.replay.gold_tasks=verified"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    assert (summary["n"], summary["n_skipped"], summary["skipped_ids"]) == (2, 1, [OTHER])
+    assert summary["source"] == "model" and f"(e.g. {OTHER};" in captured.err

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,12 @@ def register(subparsers: Any) -> None:
                               description=__doc__.replace("``", ""))
     p.add_argument("--tasks", required=True,
                    help="task source (.jsonl/.json/.parquet, HF id, 'default'), or 'mined' = the replay model's "
-                        "recorded instances")
+                        "recorded instances; with --from-output: the recorded runs of those tasks, or 'none' = all")
     p.add_argument("--candidates", default=None, help="retriever results JSONL (instance_id, files), or 'none'; with "
                    "--hint-precision: the retriever results whose non-gold files are the distractors")
-    p.add_argument("--agent", default="replay", choices=["replay", "openhands", "mini-swe-agent"], help="replay (the cost MODEL over recorded runs), openhands (needs Docker) or mini-swe-agent (needs --endpoint)")
+    p.add_argument("--agent", default=None, choices=["replay", "openhands", "mini-swe-agent"],
+                   help="replay (the cost MODEL over recorded runs; the default), openhands (needs Docker) or "
+                        "mini-swe-agent (needs --endpoint); with --from-output: the agent that made the runs (checked)")
     p.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL for real agents")
     p.add_argument("--out", required=True, help="results JSONL, one DownstreamResult per instance")
     p.add_argument("--profile", default="smoke", help="profile whose 'downstream' section configures the agent")
@@ -57,15 +60,37 @@ def _tasks(args: argparse.Namespace, cfg: dict[str, Any], agent: Any) -> list[An
     return load_tasks(args.tasks, limit=args.limit, seed=int(cfg.get("seed", 0)))
 
 
-def _from_output(args: argparse.Namespace, candidates: dict[str, list[str]] | None) -> list[Any]:
-    from codegrep.downstream.agent_runs import results_from_agent_output
+def _from_output(args: argparse.Namespace, cfg: dict[str, Any],
+                 candidates: dict[str, list[str]] | None) -> tuple[list[Any], list[str]]:
+    """(results of the recorded runs of the selected tasks, ids of the selected tasks with no recorded run)."""
     from codegrep.data.swebench_report import load_report
+    from codegrep.data.tasks import load_tasks, seeded_sample
+    from codegrep.downstream.agent_runs import results_from_agent_output
 
+    for flag, given in (("--prepare-only", args.prepare_only), ("--endpoint", args.endpoint)):
+        if given:
+            raise ValueError(f"{flag} runs an agent; --from-output reads recorded runs: give one of them")
+    if args.tasks == "mined":
+        raise ValueError("--tasks mined selects the replay model's instances; with --from-output give a task source "
+                         "(its tasks' recorded runs) or 'none' (every recorded run)")
     results = results_from_agent_output(args.from_output, load_report(args.report, whole_run=True) if args.report else None)
+    agents = sorted({r.agent for r in results})
+    if args.agent is not None and agents != [args.agent]:
+        raise ValueError(f"--agent {args.agent}: --from-output {args.from_output} holds {', '.join(agents)} runs")
+    seed = int(cfg.get("seed", 0))
+    if args.tasks.lower() == "none":
+        results, missing = seeded_sample(results, args.limit, seed), []
+    else:
+        by_id = {r.instance_id: r for r in results}
+        ids = [t.instance_id for t in load_tasks(args.tasks, limit=args.limit, seed=seed)]
+        results, missing = [by_id[i] for i in ids if i in by_id], [i for i in ids if i not in by_id]
+        if not results:
+            raise ValueError(f"--from-output {args.from_output}: no recorded run of the {len(ids)} task(s) of "
+                             f"--tasks {args.tasks}")
     if candidates is not None:
         for r in results:
             r.candidate_files = candidates.get(r.instance_id, [])
-    return results
+    return results, missing
 
 
 def cmd_downstream(args: argparse.Namespace) -> int:
@@ -87,15 +112,22 @@ def cmd_downstream(args: argparse.Namespace) -> int:
     candidates = None if args.candidates.lower() == "none" else load_candidates(args.candidates)
     compared = read_results(args.compare) if args.compare else None  # a bad --compare is refused before the run
     if args.from_output:
-        results = _from_output(args, candidates)
+        results, skipped = _from_output(args, cfg, candidates)
         write_atomic(args.out, "".join(json.dumps(r.to_row()) + "\n" for r in results))
     elif args.prepare_only:
         return _prepare_openhands(args, cfg, ds, candidates)
     else:
-        agent = make_agent(args.agent, ds, endpoint=args.endpoint)
-        results = run_downstream(_tasks(args, cfg, agent), agent, candidates, args.out)
-    summary: dict[str, Any] = {**summarize(results), "out": args.out,
-                               "source": "model" if args.agent == "replay" and not args.from_output else "run"}
+        agent = make_agent(args.agent or "replay", ds, endpoint=args.endpoint)
+        tasks = _tasks(args, cfg, agent)
+        results = run_downstream(tasks, agent, candidates, args.out)
+        done = {r.instance_id for r in results}
+        skipped = [t.instance_id for t in tasks if t.instance_id not in done]
+    if skipped:
+        print(f"codegrep downstream: {len(skipped)} selected task(s) have no recorded run and were skipped (e.g. "
+              f"{skipped[0]}; all in the summary's skipped_ids)", file=sys.stderr)
+    summary: dict[str, Any] = {**summarize(results), "n_skipped": len(skipped), "skipped_ids": skipped,
+                               "out": args.out, "source": "run" if args.from_output or results[0].agent != "replay"
+                               else "model"}
     if compared is not None:
         summary["paired"] = paired_compare(compared, results, seed=int(cfg.get("seed", 0)))
     print(json.dumps(summary, default=float))
@@ -168,8 +200,6 @@ def _resolvable(tasks: list[Any], resolver: Any) -> tuple[list[Any], list[str]]:
 
 def cmd_hint_experiment(args: argparse.Namespace, cfg: dict[str, Any], ds: dict[str, Any]) -> int:
     """Plan (or resume) the randomized hint experiment and run what is pending."""
-    import sys
-
     from codegrep.data.repos import RepoResolver
     from codegrep.data.tasks import filter_tasks, load_tasks
     from codegrep.downstream.agents import config_from_section
@@ -262,7 +292,6 @@ def register_verify(subparsers: Any) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     import datetime
-    import sys
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from codegrep.config import check_profile, load_profile, parse_overrides, section
