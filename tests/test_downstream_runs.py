@@ -261,7 +261,7 @@ def test_replay_skips_a_recorded_run_without_token_usage(tmp_path, capsys):
                    "--set", f"downstream.replay.trajectories={src}", "--set", "downstream.replay.gold_tasks=verified"])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
-    assert f"1 trajectories that recorded no token usage: ['{UNRESOLVED}']" in captured.err
+    assert f"1 trajectories that recorded no token usage, or only on some calls: ['{UNRESOLVED}']" in captured.err
     assert [json.loads(line)["instance_id"] for line in out.read_text().splitlines()] == [RESOLVED]
 
 
@@ -359,3 +359,28 @@ def test_replay_says_which_selected_tasks_have_no_recorded_run(tmp_path, capsys)
     summary = json.loads(captured.out.strip().splitlines()[-1])
     assert (summary["n"], summary["n_skipped"], summary["skipped_ids"]) == (2, 1, [OTHER])
     assert summary["source"] == "model" and f"(e.g. {OTHER};" in captured.err
+
+
+def test_a_run_with_token_usage_on_only_some_calls_has_unknown_tokens(tmp_path, capsys):
+    """A run whose usage is missing on some calls (a provider that omitted it, a 2.x format error without it) was
+    summed over the rest: an undercount entering every token mean as if it were whole."""
+    from codegrep.mining.formats.minisweagent import parse
+
+    part = _traj(RESOLVED)
+    calls = [m for m in part["messages"] if m["role"] == "assistant"]
+    for m in calls[1::2]:
+        m.pop("extra", None)
+    src = _runs(tmp_path, [UNRESOLVED, RESOLVED], beside=True)
+    _write(src / f"{RESOLVED}.traj.json", part)
+    summary, rows = _downstream(tmp_path, capsys, src)
+    by_id = {r["instance_id"]: r for r in rows}
+    assert by_id[RESOLVED]["tokens"] is None and by_id[RESOLVED]["extra"]["tokens_partial"] is True
+    assert 0 < by_id[RESOLVED]["extra"]["tokens_recorded"] and by_id[RESOLVED]["rounds"] == len(calls)
+    assert (summary["n_tokens"], summary["n_tokens_partial"]) == (1, 1)
+    assert summary["mean_tokens"] == by_id[UNRESOLVED]["tokens"]
+    assert parse(part).n_tokens is None and parse(_traj(UNRESOLVED)).n_tokens == by_id[UNRESOLVED]["tokens"]
+    rc = cli.main(["downstream", "--tasks", "mined", "--candidates", "none", "--out", str(tmp_path / "r.jsonl"),
+                   "--set", f"downstream.replay.trajectories={src}",
+                   "--set", "downstream.replay.gold_tasks=verified"])
+    err = capsys.readouterr().err
+    assert rc == 0 and f"only on some calls: ['{RESOLVED}']" in err, err

@@ -110,7 +110,7 @@ def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
     """Resolve rate (over evaluated instances: ``n_judged``; the harness's infrastructure failures are not, they are
     counted in ``n_infra_failure`` and named in ``infra_failure_ids``), mean rounds, mean tokens (all and resolved)
     over the runs whose tokens are known (``n_tokens``: how many; a run that recorded no usage is left out, not
-    counted as 0).
+    counted as 0; so is one that recorded it on only some calls, counted in ``n_tokens_partial``).
 
     >>> s = summarize([DownstreamResult("a", "x", True, 4, 100, 10), DownstreamResult("b", "x", False, 2, None, None)])
     >>> s["mean_rounds"], s["mean_tokens"], s["n_tokens"], s["mean_tokens_resolved"]
@@ -124,6 +124,7 @@ def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
     return {"agent": results[0].agent if results else None, "n": len(results), "n_judged": len(judged),
             "resolve_rate": mean([float(r.resolved) for r in judged]), "mean_rounds": mean([r.rounds for r in results]),
             "n_tokens": len(known(results)), "mean_tokens": mean(known(results)),
+            "n_tokens_partial": sum(bool(r.extra.get("tokens_partial")) for r in results),
             "mean_tokens_resolved": mean(known(resolved)),
             "with_retrieval": bool(results) and results[0].candidate_files is not None,
             "n_infra_failure": len(infra), "infra_failure_ids": infra}

@@ -125,7 +125,8 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
                             candidate_files=list(candidate_files) if candidate_files is not None else None,
                             extra={"exit_status": run.exit_status, "actions": len(run.actions),
                                    "viewed_files": viewed, "patch": run.submission or "",
-                                   "tokens_known": bool(run.usage)})
+                                   "tokens_known": run.tokens is not None, "tokens_partial": run.usage_partial,
+                                   "tokens_recorded": sum(p + c for p, c in run.usage)})
 
 
 TRAJECTORY_SUFFIXES = (".traj.json", ".traj.json.gz")

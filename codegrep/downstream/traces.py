@@ -33,16 +33,19 @@ def _step_views(commands: Sequence[str], step: int, root: str) -> tuple[tuple[st
 
 
 class NoUsage(ValueError):
-    """A rollout with no recorded token usage (mini-swe-agent versions that kept only ``info.model_stats``):
-    nothing to replay."""
+    """A rollout with no recorded token usage (mini-swe-agent versions that kept only ``info.model_stats``), or
+    usage on only some calls (its prompts could not be replayed step by step): nothing to replay."""
 
 
 def trace_from_minisweagent(traj: dict[str, Any], gold: Sequence[str], resolved: bool, repo: str = "") -> Trace:
     """A ``Trace`` from a mini-swe-agent ``.traj.json`` mapping, read by THE mini-swe-agent reader
-    (``codegrep.mining.formats.minisweagent.read``); raises when no call recorded its usage."""
+    (``codegrep.mining.formats.minisweagent.read``); raises ``NoUsage`` when not every call recorded its usage."""
     from codegrep.mining.formats.minisweagent import read
 
     run = read(traj, str(traj.get("instance_id") or ""))
+    if run.usage_partial:
+        raise NoUsage(f"trajectory {run.instance_id}: only {len(run.usage)} of {run.rounds} model calls recorded "
+                      "token usage")
     usage, views, searched, acted, paths, created = [], [], [], [], [], set()
     for s in run.steps:
         if not s.has_usage:
@@ -154,7 +157,8 @@ def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
         print(f"replay: skipped {len(skipped)} trajectories without a verdict or gold files: {skipped}",
               file=sys.stderr)
     if no_usage:
-        print(f"replay: skipped {len(no_usage)} trajectories that recorded no token usage: {no_usage}",
+        print(f"replay: skipped {len(no_usage)} trajectories that recorded no token usage, or only on some calls: "
+              f"{no_usage}",
               file=sys.stderr)
     if not traces:
         raise FileNotFoundError(f"replay: no usable trajectory in {replay_cfg.get('trajectories') or ['embedded']}")

@@ -131,19 +131,30 @@ class Run:
         return [(s.prompt_tokens or 0, s.completion_tokens or 0) for s in self.steps if s.has_usage]
 
     @property
+    def usage_partial(self) -> bool:
+        """Some model calls recorded their token usage and others did not (of ``rounds``, or of the calls in the
+        messages): their sum would undercount the run, so its token totals are unknown."""
+        return 0 < len(self.usage) < max(self.rounds, len(self.steps))
+
+    @property
+    def _complete_usage(self) -> list[tuple[int, int]]:
+        return [] if self.usage_partial else self.usage
+
+    @property
     def prompt_tokens(self) -> int | None:
-        u = self.usage
+        """Prompt tokens over all calls; None when no call, or only some, recorded usage (unknown)."""
+        u = self._complete_usage
         return sum(p for p, _ in u) if u else None
 
     @property
     def completion_tokens(self) -> int | None:
-        u = self.usage
+        u = self._complete_usage
         return sum(c for _, c in u) if u else None
 
     @property
     def tokens(self) -> int | None:
-        """Prompt + completion tokens over all calls; None when no call recorded usage."""
-        u = self.usage
+        """Prompt + completion tokens over all calls; None when no call, or only some, recorded usage."""
+        u = self._complete_usage
         return sum(p + c for p, c in u) if u else None
 
     @property
