@@ -384,3 +384,19 @@ def test_a_run_with_token_usage_on_only_some_calls_has_unknown_tokens(tmp_path, 
                    "--set", "downstream.replay.gold_tasks=verified"])
     err = capsys.readouterr().err
     assert rc == 0 and f"only on some calls: ['{RESOLVED}']" in err, err
+
+
+def test_openhands_token_usage_has_one_reader_that_survives_odd_metrics(tmp_path, capsys):
+    """Mining and downstream each read OpenHands ``metrics``: mining's copy crashed on a null count (traceback) and
+    ignored per-call ``token_usages``; downstream's crashed on a null entry among them."""
+    from codegrep.mining.formats.openhands import parse
+
+    rows = [dict(_oh_row("a__b-1", 0), metrics={"accumulated_token_usage": {"prompt_tokens": 40,
+                                                                            "completion_tokens": None}}),
+            dict(_oh_row("a__b-2", 0), metrics={"token_usages": [{"prompt_tokens": 7, "completion_tokens": 2},
+                                                                 {"prompt_tokens": 9, "completion_tokens": 3}]}),
+            dict(_oh_row("a__b-3", 0), metrics={"token_usages": [None, {"prompt_tokens": 3}]})]
+    out = _write(tmp_path / "output.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    summary, got = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert [r["tokens"] for r in got] == [40, 21, None] and summary["n_tokens"] == 2
+    assert [parse(r).n_tokens for r in rows] == [40, 21, None]

@@ -156,20 +156,6 @@ def _llm_response_ids(history: Iterable[dict[str, Any]]) -> list[str]:
     return list(ids)
 
 
-def _token_usage(row: dict[str, Any]) -> tuple[int | None, int | None, bool]:
-    """(prompt, completion, known) tokens of a row's ``metrics``; (None, None, False) when it records no usage
-    (older versions keep only ``accumulated_cost``; error rows have no metrics)."""
-    metrics = row.get("metrics") or {}
-    acc = metrics.get("accumulated_token_usage") or {}
-    if acc:
-        return int(acc.get("prompt_tokens") or 0), int(acc.get("completion_tokens") or 0), True
-    usages = metrics.get("token_usages") or []
-    if usages:
-        return (sum(int(u.get("prompt_tokens") or 0) for u in usages),
-                sum(int(u.get("completion_tokens") or 0) for u in usages), True)
-    return None, None, False
-
-
 def _seconds(history: Sequence[dict[str, Any]]) -> float:
     stamps = [ev["timestamp"] for ev in history if isinstance(ev.get("timestamp"), str)]
     try:
@@ -185,7 +171,8 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
 
     history = parser.flatten_history(row.get("history"))  # events, or older versions' [action, observation] pairs
     parsed = parser.parse(row, source=source)
-    prompt, completion, known = _token_usage(row)
+    usage = parser.token_usage(row.get("metrics"))  # the one reader of OpenHands metrics
+    prompt, completion = usage if usage else (None, None)
     iid = parsed.instance_id
     resolved, infra = report_resolved(report, iid), infra_failure(report, iid)
     if resolved is None and infra is None:  # the row's own verdict: eval_infer's test_result.report, or the
@@ -197,7 +184,7 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
                             rounds=len(_llm_response_ids(history)), prompt_tokens=prompt,
                             completion_tokens=completion, seconds=_seconds(history), trajectory=source or None,
                             candidate_files=hint, repo=str(instance.get("repo") or ""), infra_failure=infra,
-                            extra={"tokens_known": known, "error": row.get("error"), "actions": parsed.n_steps,
+                            extra={"tokens_known": usage is not None, "error": row.get("error"), "actions": parsed.n_steps,
                                    "viewed_files": viewed, "patch": (row.get("test_result") or {}).get("git_patch")})
 
 

@@ -88,11 +88,29 @@ def _stream_texts(stream: Iterable[Any]) -> Iterable[str]:
                 yield extras[key]
 
 
-def _tokens(metrics: Any) -> int | None:
-    usage = (metrics or {}).get("accumulated_token_usage") if isinstance(metrics, dict) else None
-    if not isinstance(usage, dict):
+def token_usage(metrics: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of a row's ``metrics``: ``accumulated_token_usage``, else the sum of the per-call
+    ``token_usages``; None when it records no usage (older versions keep only ``accumulated_cost``, error rows have
+    no metrics) or records it in no readable form (a count that is not a number, an entry that is not an object).
+
+    >>> token_usage({"accumulated_token_usage": {"prompt_tokens": 5, "completion_tokens": 2}})
+    (5, 2)
+    >>> token_usage({"token_usages": [{"prompt_tokens": 3}, {"prompt_tokens": 4, "completion_tokens": 1}]})
+    (7, 1)
+    >>> token_usage({"accumulated_cost": 0.5}), token_usage({"token_usages": [None]}), token_usage(None)
+    (None, None, None)
+    """
+    if not isinstance(metrics, dict):
         return None
-    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    acc = metrics.get("accumulated_token_usage")
+    parts = [acc] if isinstance(acc, dict) and acc else metrics.get("token_usages")
+    if not isinstance(parts, list) or not parts or not all(isinstance(u, dict) for u in parts):
+        return None
+    try:
+        return (sum(int(u.get("prompt_tokens") or 0) for u in parts),
+                sum(int(u.get("completion_tokens") or 0) for u in parts))
+    except (TypeError, ValueError):
+        return None
 
 
 def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
@@ -115,6 +133,6 @@ def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
     return Trajectory(trajectory_id=raw_id, instance_id=instance_id, source_format=NAME, events=events,
                       patch=str(result.get("git_patch") or row.get("git_patch") or ""), resolved=resolved,
                       problem_statement=str(instance.get("problem_statement") or first_user),
-                      n_steps=steps, n_tokens=_tokens(row.get("metrics")),
+                      n_steps=steps, n_tokens=sum(usage) if (usage := token_usage(row.get("metrics"))) else None,
                       model=(row.get("metadata") or {}).get("llm_config", {}).get("model")
                       if isinstance(row.get("metadata"), dict) else None, source=source)
