@@ -400,3 +400,41 @@ def test_openhands_token_usage_has_one_reader_that_survives_odd_metrics(tmp_path
     summary, got = _downstream(tmp_path, capsys, out, agent="openhands")
     assert [r["tokens"] for r in got] == [40, 21, None] and summary["n_tokens"] == 2
     assert [parse(r).n_tokens for r in rows] == [40, 21, None]
+
+
+SWE_AGENT = embedded_dir() / "format-samples"
+
+
+def test_from_output_reads_recorded_swe_agent_runs(tmp_path, capsys):
+    """A SWE-agent ``.traj`` (the real embedded runs) was read as an OpenHands output.jsonl: 'file:1: not JSON'; a
+    directory of them had 'no trajectory'. Rounds are its api_calls, tokens its tokens_sent / tokens_received
+    (unknown when it recorded 0, as the function-calling demo runs did), the verdict the report beside it."""
+    src = tmp_path / "swa"
+    raw = {}
+    for f in sorted(SWE_AGENT.glob("sweagent_*.traj.gz")):
+        with gzip.open(f, "rt") as fh:
+            raw[f.name] = json.load(fh)
+    pydicom = raw["sweagent_pydicom-1458_default.traj.gz"]
+    _write(src / "pydicom__pydicom-1458" / "pydicom__pydicom-1458.traj", pydicom)
+    _write(src / "pydicom__pydicom-1458" / "pydicom__pydicom-1458.report.json", {"resolved": True})
+    _write(src / "m" / "marshmallow-code__marshmallow-1867.traj.gz",
+           raw["sweagent_marshmallow-1867_function_calling.traj.gz"], gz=True)
+    summary, rows = _downstream(tmp_path, capsys, src, agent="swe-agent")
+    by_id = {r["instance_id"]: r for r in rows}
+    stats = pydicom["info"]["model_stats"]
+    assert set(by_id) == {"pydicom__pydicom-1458", "marshmallow-code__marshmallow-1867"}
+    one = by_id["pydicom__pydicom-1458"]
+    assert (one["agent"], one["rounds"], one["prompt_tokens"], one["completion_tokens"], one["resolved"]) == (
+        "swe-agent", stats["api_calls"], stats["tokens_sent"], stats["tokens_received"], True)
+    assert one["extra"]["patch"] == pydicom["info"]["submission"] and one["extra"]["viewed_files"]
+    assert by_id["marshmallow-code__marshmallow-1867"]["tokens"] is None and summary["n_tokens"] == 1
+    single, rows = _downstream(tmp_path, capsys, src / "pydicom__pydicom-1458" / "pydicom__pydicom-1458.traj",
+                               agent="swe-agent")
+    assert rows[0]["rounds"] == one["rounds"]
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "swe-agent",
+                           "--out", str(tmp_path / "o.jsonl")])
+    assert "does not run SWE-agent" in last
+    _write(tmp_path / "bad" / "x.traj", {"foo": 1})
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output",
+                           str(tmp_path / "bad"), "--out", str(tmp_path / "o.jsonl")])
+    assert "x.traj: neither a mini-swe-agent trajectory" in last

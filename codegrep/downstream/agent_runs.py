@@ -33,16 +33,60 @@ def load_candidates(path: str | Path) -> dict[str, list[str]]:
     return out
 
 
+TRAJECTORY_SUFFIXES = (".traj.json", ".traj.json.gz", ".traj", ".traj.gz")
+"""File names of recorded trajectories: mini-swe-agent's ``*.traj.json`` (batch mode writes
+``<out>/<id>/<id>.traj.json``) and SWE-agent's ``*.traj`` (``<out>/<id>/<id>.traj``), gzipped or not."""
+
+
+def results_from_trajectories(paths: Sequence[str | Path], report: dict[str, Any] | None = None
+                              ) -> list[DownstreamResult]:
+    """One ``DownstreamResult`` per trajectory file, in the order given; the format is read from the content
+    (mini-swe-agent or SWE-agent), not the name.
+
+    The instance id is the file's own, else its name's (``<id>.traj.json``: the single-run ``mini`` command stores
+    none). The verdict comes from ``report`` (a harness report of the whole run) or, without one, from the report
+    beside each file (``<id>.report.json``, ``report.json``: ``codegrep.mining.inputs.report_beside``); an instance
+    in neither is unknown (None). A file that cannot be read, or is neither format, is a ``UserError`` naming it;
+    two files of one instance are refused (which run would count is not knowable from a directory).
+    """
+    from codegrep.downstream.mini_swe_agent import result_from_trajectory
+    from codegrep.downstream.swe_agent import result_from_traj
+    from codegrep.files import read_json
+    from codegrep.mining.formats import minisweagent, sweagent
+    from codegrep.mining.inputs import report_beside
+
+    results: list[DownstreamResult] = []
+    seen: dict[str, Path] = {}
+    for path in map(Path, paths):
+        traj = read_json(path, "trajectory")  # bad JSON: file:line; not UTF-8, damaged gzip: the file
+        if not isinstance(traj, dict):
+            raise UserError(f"{path}: a trajectory is a JSON object, not {type(traj).__name__}")
+        rep = report if report is not None else report_beside(str(path))
+        if minisweagent.detect(traj):
+            res = result_from_trajectory(traj, rep, path=str(path))
+        elif sweagent.detect_traj(traj) or (isinstance(traj.get("trajectory"), list) and "info" in traj):
+            res = result_from_traj(traj, rep, path=str(path))
+        else:
+            raise UserError(f"{path}: neither a mini-swe-agent trajectory (messages, info.submission) nor a SWE-agent "
+                            f".traj (trajectory, info); keys: {sorted(traj)[:8]}")
+        if not res.instance_id:
+            raise UserError(f"{path}: no instance_id, in the file or its name")
+        if res.instance_id in seen:
+            raise UserError(f"{path}: a second trajectory of {res.instance_id} (the first is {seen[res.instance_id]}); "
+                            "give the directory of one run")
+        seen[res.instance_id] = path
+        results.append(res)
+    return results
+
+
 def results_from_agent_output(src: str | Path, report: dict[str, Any] | None = None) -> list[DownstreamResult]:
     """Results of recorded real agent runs (``codegrep downstream --from-output``).
 
-    ``src`` is a mini-swe-agent trajectory (``*.traj.json[.gz]``) or a directory of them (searched
-    recursively: batch mode writes ``<id>/<id>.traj.json``), else an OpenHands ``output.jsonl`` (or a directory
-    holding exactly one). ``report`` is a harness report of the whole run; without it a trajectory's verdict is
+    ``src`` is a recorded trajectory (``TRAJECTORY_SUFFIXES``: mini-swe-agent or SWE-agent) or a directory of them
+    (searched recursively), else an OpenHands ``output.jsonl`` (or a directory holding exactly one). ``report`` is a harness report of the whole run; without it a trajectory's verdict is
     read from the report beside it. Nothing found is a ``UserError`` (never an empty result that replaces an earlier
     ``--out``).
     """
-    from codegrep.downstream.mini_swe_agent import TRAJECTORY_SUFFIXES, results_from_trajectories
     from codegrep.downstream.openhands import results_from_output
 
     src = Path(src)
@@ -53,8 +97,8 @@ def results_from_agent_output(src: str | Path, report: dict[str, Any] | None = N
             raise UserError(f"--from-output {src}: {len(outputs)} OpenHands output.jsonl files under it "
                             f"({', '.join(str(o) for o in outputs[:3])}, ...); give one of them")
         if not files and not outputs:
-            raise UserError(f"--from-output {src}: no mini-swe-agent *.traj.json[.gz] and no OpenHands output.jsonl "
-                            "under it")
+            raise UserError(f"--from-output {src}: no trajectory (*.traj.json[.gz], *.traj[.gz]) and no OpenHands "
+                            "output.jsonl under it")
         results = results_from_trajectories(files, report) if files else results_from_output(outputs[0], report)
     elif src.name.endswith(TRAJECTORY_SUFFIXES):
         results = results_from_trajectories([src], report)

@@ -19,9 +19,10 @@ def register(subparsers: Any) -> None:
                         "recorded instances; with --from-output: the recorded runs of those tasks, or 'none' = all")
     p.add_argument("--candidates", default=None, help="retriever results JSONL (instance_id, files), or 'none'; with "
                    "--hint-precision: the retriever results whose non-gold files are the distractors")
-    p.add_argument("--agent", default=None, choices=["replay", "openhands", "mini-swe-agent"],
+    p.add_argument("--agent", default=None, choices=["replay", "openhands", "mini-swe-agent", "swe-agent"],
                    help="replay (the cost MODEL over recorded runs; the default), openhands (needs Docker) or "
-                        "mini-swe-agent (needs --endpoint); with --from-output: the agent that made the runs (checked)")
+                        "mini-swe-agent (needs --endpoint); with --from-output: the agent that made the runs (checked; "
+                        "swe-agent: recorded runs only)")
     p.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL for real agents")
     p.add_argument("--out", required=True, help="results JSONL, one DownstreamResult per instance")
     p.add_argument("--profile", default="smoke", help="profile whose 'downstream' section configures the agent")
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
                    help="openhands: lay out the run (dataset, config.toml, run.sh) and print its paths")
     p.add_argument("--from-output", default=None,
                    help="read results of recorded runs instead of running the agent: an OpenHands output.jsonl, "
-                        "or a mini-swe-agent *.traj.json[.gz] or a directory of them (recursive)")
+                        "or a mini-swe-agent *.traj.json[.gz] / SWE-agent *.traj or a directory of them (recursive)")
     p.add_argument("--report", default=None, help="swebench harness report of the run for --from-output resolution "
                    "(run report, per-instance report.json, or a directory of those); default: the <id>.report.json "
                    "beside each trajectory")
@@ -117,6 +118,9 @@ def cmd_downstream(args: argparse.Namespace) -> int:
     elif args.prepare_only:
         return _prepare_openhands(args, cfg, ds, candidates)
     else:
+        if args.agent == "swe-agent":
+            raise ValueError("--agent swe-agent: codegrep reads recorded SWE-agent runs (--from-output), it does not "
+                             "run SWE-agent")
         agent = make_agent(args.agent or "replay", ds, endpoint=args.endpoint)
         tasks = _tasks(args, cfg, agent)
         results = run_downstream(tasks, agent, candidates, args.out)

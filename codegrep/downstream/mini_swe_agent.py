@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from codegrep.data.gitcmd import detached_worktree
-from codegrep.data.tasks import Task
-from codegrep.errors import UserError
 from codegrep.data.swebench_report import infra_failure, load_report, resolved as report_resolved
+from codegrep.data.tasks import Task
 from codegrep.downstream.agents import DownstreamResult, config_from_section, hinted_problem_statement
 from codegrep.files import open_append
 
@@ -127,41 +126,6 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
                                    "viewed_files": viewed, "patch": run.submission or "",
                                    "tokens_known": run.tokens is not None, "tokens_partial": run.usage_partial,
                                    "tokens_recorded": sum(p + c for p, c in run.usage)})
-
-
-TRAJECTORY_SUFFIXES = (".traj.json", ".traj.json.gz")
-"""File names of mini-swe-agent trajectories (batch mode writes ``<out>/<id>/<id>.traj.json``)."""
-
-
-def results_from_trajectories(paths: Sequence[str | Path], report: dict[str, Any] | None = None
-                              ) -> list[DownstreamResult]:
-    """One ``DownstreamResult`` per trajectory file (``*.traj.json[.gz]``), in the order given.
-
-    The instance id is the file's own (``instance_id``, else ``info.instance_id``), else its name's
-    (``<id>.traj.json``: the single-run ``mini`` command stores none). The verdict comes from ``report`` (a
-    harness report of the whole run) or, without one, from the report beside each file (``<id>.report.json``,
-    ``report.json``: ``codegrep.mining.inputs.report_beside``); an instance in neither is unknown (None). A file that cannot be read is a ``UserError`` naming it; two files of one instance are refused
-    (which run would count is not knowable from a directory).
-    """
-    from codegrep.files import read_json
-    from codegrep.mining.inputs import report_beside
-
-    results: list[DownstreamResult] = []
-    seen: dict[str, Path] = {}
-    for path in map(Path, paths):
-        traj = read_json(path, "trajectory")  # bad JSON: file:line; not UTF-8, damaged gzip: the file
-        if not isinstance(traj, dict):
-            raise UserError(f"{path}: a mini-swe-agent trajectory is a JSON object, not {type(traj).__name__}")
-        res = result_from_trajectory(traj, report if report is not None else report_beside(str(path)),
-                                     path=str(path))
-        if not res.instance_id:
-            raise UserError(f"{path}: no instance_id, in the file or its name")
-        if res.instance_id in seen:
-            raise UserError(f"{path}: a second trajectory of {res.instance_id} (the first is {seen[res.instance_id]}); "
-                            "give the directory of one run")
-        seen[res.instance_id] = path
-        results.append(res)
-    return results
 
 
 class MiniSweAgent:

@@ -82,10 +82,22 @@ class _Viewer:
         return self.shell(action, step)
 
 
-def _traj_tokens(info: dict[str, Any]) -> int | None:
-    stats = loose_mapping(info.get("model_stats"))
-    total = int(stats.get("tokens_sent") or 0) + int(stats.get("tokens_received") or 0)
-    return total or None
+def traj_usage(info: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of a ``.traj``'s ``info.model_stats`` (``tokens_sent``, ``tokens_received``,
+    summed by SWE-agent over every call); None when it records none (SWE-agent writes 0 for a model that reports
+    no usage) or not as numbers.
+
+    >>> traj_usage({"model_stats": {"tokens_sent": 120, "tokens_received": 9, "api_calls": 2}})
+    (120, 9)
+    >>> traj_usage({"model_stats": "{'tokens_sent': 0, 'tokens_received': 0}"}), traj_usage(None)
+    (None, None)
+    """
+    stats = loose_mapping(info.get("model_stats")) if isinstance(info, dict) else {}
+    try:
+        sent, received = int(stats.get("tokens_sent") or 0), int(stats.get("tokens_received") or 0)
+    except (TypeError, ValueError):
+        return None
+    return (sent, received) if sent or received else None
 
 
 def _issue_turn(history: list[dict[str, Any]]) -> str:
@@ -131,7 +143,8 @@ def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Tra
     info = row.get("info") or {}
     return Trajectory(trajectory_id=stem or instance_id, instance_id=instance_id, source_format=TRAJ, events=events,
                       patch=str(info.get("submission") or ""), resolved=report_resolved(report, instance_id),
-                      problem_statement=problem, n_steps=len(steps), n_tokens=_traj_tokens(info), source=source)
+                      problem_statement=problem, n_steps=len(steps),
+                      n_tokens=sum(usage) if (usage := traj_usage(info)) else None, source=source)
 
 
 def parse_nebius(row: dict[str, Any], source: str = "", report: Any = None) -> Trajectory:
