@@ -438,3 +438,15 @@ def test_from_output_reads_recorded_swe_agent_runs(tmp_path, capsys):
     last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output",
                            str(tmp_path / "bad"), "--out", str(tmp_path / "o.jsonl")])
     assert "x.traj: neither a mini-swe-agent trajectory" in last
+
+
+def test_a_gzipped_swe_agent_run_without_a_stored_id_takes_its_file_name(tmp_path, capsys):
+    """SWE-agent's default ``.traj`` stores no instance id (the file name is it); gzipped, the id kept '.traj.gz'
+    (mining's parser), so the run matched no task and no report."""
+    with gzip.open(SWE_AGENT / "sweagent_pydicom-1458_default.traj.gz", "rt") as fh:
+        traj = json.load(fh)
+    assert "instance_id" not in traj and "replay_config" not in traj
+    _write(tmp_path / "runs" / "pydicom__pydicom-1458.traj.gz", traj, gz=True)
+    _write(tmp_path / "runs" / "pydicom__pydicom-1458.report.json", {"resolved": False})
+    _, rows = _downstream(tmp_path, capsys, tmp_path / "runs", agent="swe-agent")
+    assert (rows[0]["instance_id"], rows[0]["resolved"]) == ("pydicom__pydicom-1458", False)

@@ -137,7 +137,8 @@ def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Tra
         events += viewer.command(str(entry.get("action") or ""), i)
     replay = loose_mapping(row.get("replay_config"))
     stem = source.rsplit("/", 1)[-1].split(":")[0]
-    stem = stem[: -len(".traj")] if stem.endswith(".traj") else stem
+    for suffix in (".gz", ".traj"):  # <id>.traj, or gzipped
+        stem = stem[: -len(suffix)] if stem.endswith(suffix) else stem
     instance_id = str(row.get("instance_id") or (replay.get("problem_statement") or {}).get("id") or stem)
     problem = (replay.get("problem_statement") or {}).get("text") or issue_text(_issue_turn(row.get("history") or []))
     info = row.get("info") or {}
