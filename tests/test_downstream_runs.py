@@ -450,3 +450,10 @@ def test_a_gzipped_swe_agent_run_without_a_stored_id_takes_its_file_name(tmp_pat
     _write(tmp_path / "runs" / "pydicom__pydicom-1458.report.json", {"resolved": False})
     _, rows = _downstream(tmp_path, capsys, tmp_path / "runs", agent="swe-agent")
     assert (rows[0]["instance_id"], rows[0]["resolved"]) == ("pydicom__pydicom-1458", False)
+
+
+def test_a_directory_holding_a_gzipped_openhands_output_is_read(tmp_path, capsys):
+    """A run directory whose output.jsonl was gzipped for sharing: read as a file, refused as a directory."""
+    _write(tmp_path / "oh" / "output.jsonl.gz", json.dumps(_oh_row("a__b-1", 100)) + "\n", gz=True)
+    summary, rows = _downstream(tmp_path, capsys, tmp_path / "oh", agent="openhands")
+    assert [r["instance_id"] for r in rows] == ["a__b-1"] and rows[0]["prompt_tokens"] == 100

@@ -38,6 +38,10 @@ TRAJECTORY_SUFFIXES = (".traj.json", ".traj.json.gz", ".traj", ".traj.gz")
 ``<out>/<id>/<id>.traj.json``) and SWE-agent's ``*.traj`` (``<out>/<id>/<id>.traj``), gzipped or not."""
 
 
+OUTPUT_NAMES = ("output.jsonl", "output.jsonl.gz")
+"""An OpenHands run's results file, as it writes it or gzipped for sharing."""
+
+
 def results_from_trajectories(paths: Sequence[str | Path], report: dict[str, Any] | None = None
                               ) -> list[DownstreamResult]:
     """One ``DownstreamResult`` per trajectory file, in the order given; the format is read from the content
@@ -92,13 +96,13 @@ def results_from_agent_output(src: str | Path, report: dict[str, Any] | None = N
     src = Path(src)
     if src.is_dir():
         files = sorted(p for p in src.rglob("*") if p.name.endswith(TRAJECTORY_SUFFIXES) and p.is_file())
-        outputs = sorted(src.rglob("output.jsonl")) if not files else []
+        outputs = sorted(p for p in src.rglob("output.jsonl*") if p.name in OUTPUT_NAMES) if not files else []
         if len(outputs) > 1:
             raise UserError(f"--from-output {src}: {len(outputs)} OpenHands output.jsonl files under it "
                             f"({', '.join(str(o) for o in outputs[:3])}, ...); give one of them")
         if not files and not outputs:
             raise UserError(f"--from-output {src}: no trajectory (*.traj.json[.gz], *.traj[.gz]) and no OpenHands "
-                            "output.jsonl under it")
+                            "output.jsonl[.gz] under it")
         results = results_from_trajectories(files, report) if files else results_from_output(outputs[0], report)
     elif src.name.endswith(TRAJECTORY_SUFFIXES):
         results = results_from_trajectories([src], report)
