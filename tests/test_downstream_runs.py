@@ -457,3 +457,20 @@ def test_a_directory_holding_a_gzipped_openhands_output_is_read(tmp_path, capsys
     _write(tmp_path / "oh" / "output.jsonl.gz", json.dumps(_oh_row("a__b-1", 100)) + "\n", gz=True)
     summary, rows = _downstream(tmp_path, capsys, tmp_path / "oh", agent="openhands")
     assert [r["instance_id"] for r in rows] == ["a__b-1"] and rows[0]["prompt_tokens"] == 100
+
+
+def test_openhands_rows_of_odd_shapes_are_read_or_refused_in_one_line(tmp_path, capsys):
+    """Tracebacks on OpenHands rows of shapes other exporters write: a ``tool_call_metadata`` that is not an
+    object, timestamps mixing naive and zoned ISO forms (read: the row's other numbers stand), and an ``instance`` /
+    ``test_result`` serialised as a string (refused, naming the file and line)."""
+    odd = [dict(_event(1, "agent", "run", command="ls"), tool_call_metadata="r1"), _event(2, "agent"),
+           dict(_event(3, "agent", "run", "r2", command="pwd"), timestamp="2024-06-01T10:00:09+00:00")]
+    out = _write(tmp_path / "output.jsonl", json.dumps(_oh_row("a__b-1", 10, odd)) + "\n")
+    _, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert rows[0]["rounds"] == 2 and rows[0]["prompt_tokens"] == 10
+    for key in ("instance", "test_result"):
+        bad = _write(tmp_path / key / "output.jsonl", json.dumps(_oh_row("a__b-1", 10)) + "\n"
+                     + json.dumps(_oh_row("a__b-2", 10, **{key: json.dumps({"repo": "a/b"})})) + "\n")
+        last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output", str(bad),
+                               "--out", str(tmp_path / "o.jsonl")])
+        assert f"output.jsonl:2: '{key}' is a str, not a JSON object" in last, last

@@ -150,8 +150,9 @@ def _llm_response_ids(history: Iterable[dict[str, Any]]) -> list[str]:
     for i, ev in enumerate(history):
         if ev.get("source") != "agent" or "action" not in ev or ev.get("action") in _NOT_LLM:
             continue
-        meta = ev.get("tool_call_metadata") or {}
-        rid = (meta.get("model_response") or {}).get("id") or f"event-{ev.get('id', i)}"
+        meta = ev.get("tool_call_metadata") if isinstance(ev.get("tool_call_metadata"), dict) else {}
+        response = meta.get("model_response") if isinstance(meta.get("model_response"), dict) else {}
+        rid = response.get("id") or f"event-{ev.get('id', i)}"
         ids.setdefault(str(rid), None)
     return list(ids)
 
@@ -160,7 +161,7 @@ def _seconds(history: Sequence[dict[str, Any]]) -> float:
     stamps = [ev["timestamp"] for ev in history if isinstance(ev.get("timestamp"), str)]
     try:
         return (datetime.fromisoformat(stamps[-1]) - datetime.fromisoformat(stamps[0])).total_seconds()
-    except (IndexError, ValueError):
+    except (IndexError, ValueError, TypeError):  # none, not ISO 8601, or naive and zoned mixed
         return 0.0
 
 
@@ -189,13 +190,18 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
 
 
 def read_output(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an OpenHands ``output.jsonl`` (a row that is not a JSON object, or has no ``instance_id``, is a
-    ``UserError`` naming the file and line)."""
+    """Rows of an OpenHands ``output.jsonl`` (a row that is not a JSON object, has no ``instance_id``, or whose
+    ``instance`` / ``test_result`` / ``metrics`` is not an object or ``history`` not a list, is a ``UserError`` naming
+    the file and line)."""
     p = Path(path)
     if not p.is_file() and not p.is_dir():
         raise FileNotFoundError(f"OpenHands output not found: {p}")
     rows = []
     for n, row in jsonl_objects(p, "OpenHands output"):
+        for key, kind in (("instance", dict), ("test_result", dict), ("metrics", dict), ("history", list)):
+            if row.get(key) is not None and not isinstance(row[key], kind):
+                raise UserError(f"{p}:{n}: '{key}' is a {type(row[key]).__name__}, not a JSON "
+                                f"{'object' if kind is dict else 'list'} (not an OpenHands output.jsonl row)")
         if not (row.get("instance_id") or (row.get("instance") or {}).get("instance_id")):
             raise UserError(f"{p}:{n}: no instance_id (not an OpenHands output.jsonl row)")
         rows.append(row)
