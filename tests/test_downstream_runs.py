@@ -474,3 +474,19 @@ def test_openhands_rows_of_odd_shapes_are_read_or_refused_in_one_line(tmp_path, 
         last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output", str(bad),
                                "--out", str(tmp_path / "o.jsonl")])
         assert f"output.jsonl:2: '{key}' is a str, not a JSON object" in last, last
+
+
+def test_limit_is_the_same_sample_for_mined_and_for_a_task_file(tmp_path, capsys):
+    """``--limit N`` took the first N of ``--tasks mined`` but a seeded sample of a task file (the rule of every
+    task limit): the same instances gave different selections depending on how they were named."""
+    iids = sorted([RESOLVED, UNRESOLVED, OTHER, "django__django-11433"])
+    src = _runs(tmp_path, iids, beside=True)
+    tasks = _tasks_file(tmp_path / "tasks.jsonl", iids)
+    chosen = {}
+    for name in ("mined", str(tasks)):
+        out = tmp_path / "r.jsonl"
+        rc = cli.main(["downstream", "--tasks", name, "--candidates", "none", "--limit", "2", "--out", str(out),
+                       "--set", f"downstream.replay.trajectories={src}", "--set", "downstream.replay.gold_tasks=verified"])
+        assert rc == 0, capsys.readouterr().err
+        chosen[name] = [json.loads(line)["instance_id"] for line in out.read_text().splitlines()]
+    assert chosen["mined"] == chosen[str(tasks)] and len(chosen["mined"]) == 2

@@ -29,7 +29,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
                    help="profile override, e.g. downstream.mini_swe_agent.step_limit=30")
     p.add_argument("--compare", default=None, help="a previous --out to compare with (paired statistics)")
-    p.add_argument("--limit", type=positive_int, default=None, help="first N tasks only")
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="a seeded sample of N of the tasks (their order kept; the rule of every task limit)")
     p.add_argument("--prepare-only", action="store_true",
                    help="openhands: lay out the run (dataset, config.toml, run.sh) and print its paths")
     p.add_argument("--from-output", default=None,
@@ -52,11 +53,13 @@ def register(subparsers: Any) -> None:
 
 
 def _tasks(args: argparse.Namespace, cfg: dict[str, Any], agent: Any) -> list[Any]:
+    from codegrep.data.tasks import load_tasks, seeded_sample
+
     if args.tasks == "mined":
         if not hasattr(agent, "traces"):
             raise ValueError("--tasks mined needs --agent replay")
-        return sorted(agent.traces.values(), key=lambda t: t.instance_id)[: args.limit]
-    from codegrep.data.tasks import load_tasks
+        return seeded_sample(sorted(agent.traces.values(), key=lambda t: t.instance_id), args.limit,
+                             int(cfg.get("seed", 0)))
 
     return load_tasks(args.tasks, limit=args.limit, seed=int(cfg.get("seed", 0)))
 
