@@ -434,6 +434,10 @@ def test_from_output_reads_recorded_swe_agent_runs(tmp_path, capsys):
     last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "swe-agent",
                            "--out", str(tmp_path / "o.jsonl")])
     assert "does not run SWE-agent" in last
+    _write(src / f"{RESOLVED}.traj.json", _traj(RESOLVED))  # one mini-swe-agent run among them: two agents
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output", str(src),
+                           "--out", str(tmp_path / "o.jsonl")])
+    assert "runs of 2 agents (mini-swe-agent:" in last and "swe-agent:" in last
     _write(tmp_path / "bad" / "x.traj", {"foo": 1})
     last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output",
                            str(tmp_path / "bad"), "--out", str(tmp_path / "o.jsonl")])

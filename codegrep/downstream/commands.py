@@ -79,6 +79,10 @@ def _from_output(args: argparse.Namespace, cfg: dict[str, Any],
                          "(its tasks' recorded runs) or 'none' (every recorded run)")
     results = results_from_agent_output(args.from_output, load_report(args.report, whole_run=True) if args.report else None)
     agents = sorted({r.agent for r in results})
+    if len(agents) > 1:
+        first = {a: next(r.trajectory for r in results if r.agent == a) for a in agents}
+        raise ValueError(f"--from-output {args.from_output}: runs of {len(agents)} agents ("
+                         f"{', '.join(f'{a}: {t}' for a, t in first.items())}, ...); give one agent's runs")
     if args.agent is not None and agents != [args.agent]:
         raise ValueError(f"--agent {args.agent}: --from-output {args.from_output} holds {', '.join(agents)} runs")
     seed = int(cfg.get("seed", 0))
