@@ -494,3 +494,16 @@ def test_limit_is_the_same_sample_for_mined_and_for_a_task_file(tmp_path, capsys
         assert rc == 0, capsys.readouterr().err
         chosen[name] = [json.loads(line)["instance_id"] for line in out.read_text().splitlines()]
     assert chosen["mined"] == chosen[str(tasks)] and len(chosen["mined"]) == 2
+
+
+def test_a_hinted_mini_swe_agent_run_read_back_keeps_its_hint(tmp_path, capsys):
+    """``MiniSweAgent.run`` saves the files it handed the agent (``codegrep.candidate_files``); read back with
+    --from-output the run had none (``with_retrieval`` false), so a hinted run looked like a no-hint one."""
+    hinted = dict(_traj(RESOLVED), codegrep={"config": {}, "candidate_files": ["django/db/models/a.py"]})
+    plain = dict(_traj(UNRESOLVED), codegrep={"config": {}, "candidate_files": None})
+    _write(tmp_path / "hint" / f"{RESOLVED}.traj.json", hinted)
+    _write(tmp_path / "base" / f"{UNRESOLVED}.traj.json", plain)
+    summary, rows = _downstream(tmp_path, capsys, tmp_path / "hint")
+    assert rows[0]["candidate_files"] == ["django/db/models/a.py"] and summary["with_retrieval"] is True
+    summary, rows = _downstream(tmp_path, capsys, tmp_path / "base")
+    assert rows[0]["candidate_files"] is None and summary["with_retrieval"] is False

@@ -105,7 +105,8 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
                            candidate_files: Sequence[str] | None = None, path: str | None = None,
                            seconds: float = 0.0, repo: str = "") -> DownstreamResult:
     """A ``DownstreamResult`` from a saved mini-swe-agent trajectory (any 1.x/2.x ``.traj.json``); a file that
-    stores no instance id gets its name's (``path``: ``<id>.traj.json``).
+    stores no instance id gets its name's (``path``: ``<id>.traj.json``). Without ``candidate_files``, the files a
+    codegrep run handed the agent (``codegrep.candidate_files``, which ``MiniSweAgent.run`` saves) are the run's.
 
     Rounds, tokens and the files opened come from the one mini-swe-agent reader,
     ``codegrep.mining.formats.minisweagent`` (``read`` for usage, ``parse`` for file events).
@@ -118,6 +119,9 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
     iid = run.instance_id or parsed.instance_id or (id_from_name(path) if path else "")  # ``mini`` stores none
     resolved = report_resolved(report, iid)
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
+    if candidate_files is None and isinstance(traj.get("codegrep"), dict):
+        recorded = traj["codegrep"].get("candidate_files")
+        candidate_files = [str(f) for f in recorded] if isinstance(recorded, list) else None
     return DownstreamResult(instance_id=iid, agent="mini-swe-agent", resolved=resolved, rounds=run.rounds,
                             prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
                             seconds=seconds, trajectory=path, repo=repo, infra_failure=infra_failure(report, iid),
