@@ -507,3 +507,13 @@ def test_a_hinted_mini_swe_agent_run_read_back_keeps_its_hint(tmp_path, capsys):
     assert rows[0]["candidate_files"] == ["django/db/models/a.py"] and summary["with_retrieval"] is True
     summary, rows = _downstream(tmp_path, capsys, tmp_path / "base")
     assert rows[0]["candidate_files"] is None and summary["with_retrieval"] is False
+
+
+def test_a_predictions_file_is_not_taken_for_openhands_runs(tmp_path, capsys):
+    """A swebench predictions file (instance_id, model_patch) given as --from-output became runs of 0 rounds and
+    unknown tokens, one per patch."""
+    preds = _write(tmp_path / "all_preds.jsonl", "".join(json.dumps(
+        {"instance_id": i, "model_name_or_path": "m", "model_patch": "diff"}) + "\n" for i in (RESOLVED, UNRESOLVED)))
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output", str(preds),
+                           "--out", str(tmp_path / "o.jsonl")])
+    assert "all_preds.jsonl:1:" in last and "not an OpenHands output.jsonl row" in last

@@ -189,6 +189,10 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
                                    "viewed_files": viewed, "patch": (row.get("test_result") or {}).get("git_patch")})
 
 
+EVAL_OUTPUT_KEYS = ("history", "metrics", "test_result", "instruction", "metadata")
+"""Fields of OpenHands' ``EvalOutput`` beside ``instance_id``: a row with none of them is no run of the agent."""
+
+
 def read_output(path: str | Path) -> list[dict[str, Any]]:
     """Rows of an OpenHands ``output.jsonl`` (a row that is not a JSON object, has no ``instance_id``, or whose
     ``instance`` / ``test_result`` / ``metrics`` is not an object or ``history`` not a list, is a ``UserError`` naming
@@ -202,6 +206,9 @@ def read_output(path: str | Path) -> list[dict[str, Any]]:
             if row.get(key) is not None and not isinstance(row[key], kind):
                 raise UserError(f"{p}:{n}: '{key}' is a {type(row[key]).__name__}, not a JSON "
                                 f"{'object' if kind is dict else 'list'} (not an OpenHands output.jsonl row)")
+        if not any(k in row for k in EVAL_OUTPUT_KEYS):
+            raise UserError(f"{p}:{n}: no {'/'.join(EVAL_OUTPUT_KEYS)} (keys: {sorted(row)[:6]}): not an OpenHands "
+                            "output.jsonl row (a predictions file holds patches, not runs)")
         if not (row.get("instance_id") or (row.get("instance") or {}).get("instance_id")):
             raise UserError(f"{p}:{n}: no instance_id (not an OpenHands output.jsonl row)")
         rows.append(row)
