@@ -303,6 +303,7 @@ def test_infrastructure_failures_are_reported_apart_and_left_out_of_resolve_rate
     assert by_id[OTHER]["resolved"] is None and by_id[OTHER]["infra_failure"] == "container_unavailable"
     assert (summary["n_judged"], summary["resolve_rate"]) == (2, 0.5)
     assert (summary["n_infra_failure"], summary["infra_failure_ids"]) == (1, [OTHER])
+    assert "infrastructure failures" in summary["resolve_rate_over"] == summary["paired"]["resolve_rate_over"]
     paired = summary["paired"]
     assert (paired["n_pairs"], paired["n_judged"], paired["n_infra_failure"]) == (3, 2, 1)
     assert paired["mcnemar"]["b_only"] == 1 and paired["resolve_hint"] == 0.5

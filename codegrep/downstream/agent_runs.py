@@ -154,6 +154,11 @@ def read_results(path: str | Path) -> list[DownstreamResult]:
     return results
 
 
+RESOLVE_RATE_OVER = ("n_judged: the runs the harness evaluated; runs without a verdict and infrastructure failures "
+                     "(infra_failure_ids) are not in the denominator")
+"""What every resolve rate of ``summarize`` / ``paired_compare`` is over, stated in their output."""
+
+
 def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
     """Resolve rate (over evaluated instances: ``n_judged``; the harness's infrastructure failures are not, they are
     counted in ``n_infra_failure`` and named in ``infra_failure_ids``), mean rounds, mean tokens (all and resolved)
@@ -175,7 +180,7 @@ def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
             "n_tokens_partial": sum(bool(r.extra.get("tokens_partial")) for r in results),
             "mean_tokens_resolved": mean(known(resolved)),
             "with_retrieval": bool(results) and results[0].candidate_files is not None,
-            "n_infra_failure": len(infra), "infra_failure_ids": infra}
+            "n_infra_failure": len(infra), "infra_failure_ids": infra, "resolve_rate_over": RESOLVE_RATE_OVER}
 
 
 def mcnemar(base: Sequence[bool], hinted: Sequence[bool]) -> dict[str, float]:
@@ -233,6 +238,7 @@ def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[Downstream
     return {"n_pairs": len(pairs), "n_only_base": len(by_id.keys() - hint_by_id.keys()),
             "n_only_hint": len(hint_by_id.keys() - by_id.keys()), "n_judged": len(judged),
             "n_infra_failure": sum(bool(a.infra_failure or b.infra_failure) for a, b in pairs),
+            "resolve_rate_over": RESOLVE_RATE_OVER,
             "resolve_base": float(np.mean(ra)) if ra else float("nan"),
             "resolve_hint": float(np.mean(rb)) if rb else float("nan"),
             "resolve_diff": diff[0], "resolve_diff_low": diff[1], "resolve_diff_high": diff[2],
