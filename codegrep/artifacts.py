@@ -15,21 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codegrep.files import atomic_write, write_atomic
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
+from codegrep.files import atomic_write, json_text, write_atomic
 
 
 @dataclass
@@ -65,7 +51,7 @@ class Outputs:
     def json(self, obj: Any, name: str) -> Path:
         """Save any JSON-able object (NaN becomes null) as ``<name>.json``."""
         path = self.artifacts / f"{name}.json"
-        write_atomic(path, json.dumps(_jsonable(obj), indent=2, sort_keys=True))
+        write_atomic(path, json_text(obj, indent=2, sort_keys=True))
         return path
 
     def headline(self, notebook: str, numbers: dict[str, Any], source: str = "run",
@@ -81,7 +67,7 @@ class Outputs:
                   "reasons": dict(reasons or {}),
                   "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "numbers": numbers,
                   "peak_rss_mb": peak_rss_mb()}
-        write_atomic(path, json.dumps(_jsonable(record), indent=2, sort_keys=True))
+        write_atomic(path, json_text(record, indent=2, sort_keys=True))
         return path
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import json
 import os
 import shutil
 import sys
@@ -36,7 +35,7 @@ from typing import Any, Iterable, Iterator
 from codegrep.argtypes import byte_size, non_negative_float
 from codegrep.config import cache_dir
 from codegrep.errors import UserError
-from codegrep.files import tree_usage
+from codegrep.files import json_text, tree_usage
 
 KINDS: dict[str, str] = {
     "worktrees": "detached git worktrees of (repository, commit), capped by the pool",
@@ -256,7 +255,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     root = _root(args)
     rows = summary(entries(root))
     if args.json:
-        print(json.dumps({"cache": str(root), "kinds": rows,
+        print(json_text({"cache": str(root), "kinds": rows,
                           "bytes": sum(r["bytes"] for r in rows.values())}, indent=1))
         return 0
     print(f"cache: {root}" + ("" if root.exists() else " (does not exist yet)"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import math
 import os
 import threading
 import zlib
@@ -293,6 +294,40 @@ def open_append(path: "str | os.PathLike", encoding: str = "utf-8") -> IO[str]:
     first new row does not land on it, where it was skipped in turn and the next resume met a bad middle line."""
     end_last_row(path)
     return open(path, "a", encoding=encoding)
+
+
+# ------------------------------------------------------------------------------- strict JSON out
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON values: numpy scalars as Python numbers, paths as strings, keys as strings, and a
+    float that is not finite (NaN, inf: an undefined mean, a change from a zero base) as ``None``.
+
+    >>> import math; jsonable({1: [math.nan, 2.5, float("inf")], "p": Path("a/b")})
+    {'1': [None, 2.5, None], 'p': 'a/b'}
+    """
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def json_text(obj: Any, **kwargs: Any) -> str:
+    """Strict JSON (RFC 8259) for what the commands print and save: ``json.dumps`` writes ``NaN`` and
+    ``Infinity``, which ``jq``, JavaScript and most other parsers refuse; here they are ``null`` (:func:`jsonable`).
+    ``kwargs`` go to ``json.dumps`` (``indent``, ``sort_keys``, ``default``).
+
+    >>> json_text({"resolve_rate": float("nan"), "n": 0})
+    '{"resolve_rate": null, "n": 0}'
+    """
+    return json.dumps(jsonable(obj), allow_nan=False, **kwargs)
 
 
 # ------------------------------------------------------------------------------- parsers with a depth limit

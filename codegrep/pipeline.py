@@ -20,7 +20,7 @@ import yaml
 
 from codegrep.config import (check_keys, check_profile, check_value, load_profile, parse_overrides, project_root,
                              seed_everything, where)
-from codegrep.files import write_atomic
+from codegrep.files import json_text, write_atomic
 
 NOTEBOOKS = ("01_mining", "02_environment", "03_training", "04_ablation",
              "05_precision_threshold", "06_downstream_eval")
@@ -351,7 +351,7 @@ def expectation(cfg: dict[str, Any], root: Path | None = None) -> str | None:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     res = reproduce(args.profile, args.only, args.out, args.force, args.seed, args.set or ())
-    print(json.dumps({"ran": res.ran, "cached": res.cached, "seconds": res.seconds,
+    print(json_text({"ran": res.ran, "cached": res.cached, "seconds": res.seconds,
                       "total_seconds": round(time.perf_counter() - start, 1)}))
     return 0
 

@@ -42,7 +42,14 @@ def _downstream(tmp_path: Path, capsys, src: Path, *extra: str, agent: str = "mi
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    return json.loads(captured.out.strip().splitlines()[-1]), rows
+    return _strict_json(captured.out.strip().splitlines()[-1]), rows
+
+
+def _strict_json(text: str):
+    """What the command printed, read as strict JSON: ``NaN``/``Infinity`` are not JSON (jq and JavaScript refuse)."""
+    def refuse(constant: str):
+        raise AssertionError(f"not strict JSON: {constant} in {text[:200]}")
+    return json.loads(text, parse_constant=refuse)
 
 
 def _error(capsys, argv: list[str]) -> str:
@@ -401,6 +408,15 @@ def test_openhands_token_usage_has_one_reader_that_survives_odd_metrics(tmp_path
     summary, got = _downstream(tmp_path, capsys, out, agent="openhands")
     assert [r["tokens"] for r in got] == [40, 21, None] and summary["n_tokens"] == 2
     assert [parse(r).n_tokens for r in rows] == [40, 21, None]
+
+
+def test_a_summary_with_undefined_means_prints_strict_json(tmp_path, capsys):
+    """With no run's token usage known, the token means are undefined: the summary printed ``NaN``, which is not
+    JSON (jq, JavaScript and most parsers refuse the whole line); it is ``null`` now."""
+    row = dict(_oh_row("a__b-3", 0), metrics={"token_usages": [None]})
+    out = _write(tmp_path / "output.jsonl", json.dumps(row) + "\n")
+    summary, _ = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert summary["n_tokens"] == 0 and summary["mean_tokens"] is None
 
 
 SWE_AGENT = embedded_dir() / "format-samples"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+from codegrep.files import json_text
 
 
 def _default(args: argparse.Namespace) -> int:
@@ -10,7 +10,7 @@ def _default(args: argparse.Namespace) -> int:
 
     built = ensure_default_task_set(args.out)
     n = sum(1 for _ in open(built.tasks_path, encoding="utf-8"))
-    print(json.dumps({"tasks_path": str(built.tasks_path), "repos_dir": str(built.repos_dir), "n_tasks": n}))
+    print(json_text({"tasks_path": str(built.tasks_path), "repos_dir": str(built.repos_dir), "n_tasks": n}))
     return 0
 
 
@@ -27,7 +27,7 @@ def _stats(args: argparse.Namespace) -> int:
             raise UserError(f"{args.tasks}: no tasks in split {args.split!r} (its splits: {', '.join(splits)})")
         tasks = selected
     stats = task_stats(tasks)
-    print(json.dumps(stats["summary"]) if args.json else format_stats(stats))
+    print(json_text(stats["summary"]) if args.json else format_stats(stats))
     return 0
 
 

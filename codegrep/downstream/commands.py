@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from codegrep.argtypes import positive_int
-from codegrep.files import output_file, refuse_overwriting_inputs, write_atomic
+from codegrep.files import json_text, output_file, refuse_overwriting_inputs, write_atomic
 
 
 def register(subparsers: Any) -> None:
@@ -141,7 +141,7 @@ def cmd_downstream(args: argparse.Namespace) -> int:
                                else "model"}
     if compared is not None:
         summary["paired"] = paired_compare(compared, results, seed=int(cfg.get("seed", 0)))
-    print(json.dumps(summary, default=float))
+    print(json_text(summary, default=float))
     return 0
 
 
@@ -155,7 +155,7 @@ def _prepare_openhands(args: argparse.Namespace, cfg: dict[str, Any], ds: dict[s
     agent = OpenHandsAgent.from_config(ds, endpoint=args.endpoint)
     tasks = load_tasks(args.tasks, limit=args.limit, seed=int(cfg.get("seed", 0)))
     run = write_openhands_run(tasks, candidates, agent.config, Path(args.out).stem)
-    print(json.dumps({"run_dir": str(run.run_dir), "script": str(run.script), "dataset": str(run.dataset_file),
+    print(json_text({"run_dir": str(run.run_dir), "script": str(run.script), "dataset": str(run.dataset_file),
                       "config": str(run.config_file), "infer_command": run.infer_command,
                       "eval_command": run.eval_command, "n_tasks": len(tasks)}))
     return 0
@@ -275,7 +275,7 @@ def cmd_hint_experiment(args: argparse.Namespace, cfg: dict[str, Any], ds: dict[
     if summary is not None:
         brief["by_arm"] = summary["by_precision"][["arm", "n", "n_failed", "n_judged", "resolve_rate", "mean_rounds",
                                                    "mean_tokens"]].to_dict("records")
-    print(json.dumps(brief, default=float))
+    print(json_text(brief, default=float))
     return 0
 
 
@@ -349,7 +349,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             rows.append(_small_trust_row(row) if not args.patch else row)
             rows.sort(key=lambda r: order[r["instance_id"]])
             brief = {k: row.get(k) for k in ("instance_id", "trusted", "resolved", "reason") if k in row}
-            print(json.dumps(brief), file=sys.stderr, flush=True)
+            print(json_text(brief), file=sys.stderr, flush=True)
             summary = _verify_summary(rows, bool(args.patch))
             if args.out:  # rewritten after every instance: a long measurement leaves a usable partial table
                 write_atomic(args.out, json.dumps({
@@ -357,7 +357,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                         "%Y-%m-%dT%H:%MZ"), "command": "codegrep " + " ".join(sys.argv[1:]), "tasks": args.tasks,
                     "complete": len(rows) == len(tasks), "n_selected": len(tasks), "summary": summary,
                     "rows": rows}, indent=1) + "\n")
-    print(json.dumps({**summary, "out": args.out}))
+    print(json_text({**summary, "out": args.out}))
     return 0
 
 

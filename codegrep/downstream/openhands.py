@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 
 from codegrep.data.tasks import Task
 from codegrep.errors import UserError
-from codegrep.files import jsonl_objects, write_atomic
+from codegrep.files import json_text, jsonl_objects, write_atomic
 from codegrep.data.swebench_report import infra_failure, load_report, resolved as report_resolved
 from codegrep.downstream.agents import DownstreamResult, config_from_section, hinted_problem_statement
 
@@ -274,4 +274,4 @@ if __name__ == "__main__":  # ``python -m codegrep.downstream.openhands predicti
         sys.exit("usage: python -m codegrep.downstream.openhands predictions OPENHANDS_OUTPUT_DIR")
     for out in sorted(Path(sys.argv[2]).rglob("output.jsonl")):
         for pred in predictions(read_output(out)):
-            print(json.dumps(pred))
+            print(json_text(pred))

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 from codegrep.argtypes import positive_float, positive_int
+from codegrep.files import json_text
 
 
 def _parse_calls(text: str) -> list:
@@ -62,7 +63,7 @@ def _tool(args: argparse.Namespace) -> int:
             results = env.run_turn(calls)
     if args.json:
         keys = ("name", "ok", "output", "error", "truncated", "latency_ms")
-        print(json.dumps([{k: r.to_dict()[k] for k in keys} for r in results], indent=2))
+        print(json_text([{k: r.to_dict()[k] for k in keys} for r in results], indent=2))
     else:
         for i, r in enumerate(results):
             if len(results) > 1:
@@ -85,7 +86,7 @@ def _bench(args: argparse.Namespace) -> int:
     result = bench_env(Path(git_dir), commit, rollouts=args.rollouts, group=args.group, turns=args.turns,
                        calls=args.calls, concurrency=args.concurrency, samples=args.samples,
                        modes=args.modes)
-    print(json.dumps(result, indent=2))
+    print(json_text(result, indent=2))
     return 0 if result["leaked_worktrees"] == 0 else 1
 
 

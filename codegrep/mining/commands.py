@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
+from codegrep.files import json_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +51,7 @@ def _mine(args: argparse.Namespace) -> int:
     check_options(MineOptions(fmt=args.format, repos=args.repos))  # before the (slower) task loading
     options = MineOptions(fmt=args.format, tasks=load_task_map(args.tasks), repos=args.repos)
     stats = mine_files(args.paths, args.out, demos, options, workers=args.workers, resolved_only=args.resolved_only)
-    print(json.dumps(stats))
+    print(json_text(stats))
     return 0
 
 
@@ -60,5 +60,5 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.baseline_n is not None and args.baseline_n < 1:
         raise ValueError(f"--baseline-n {args.baseline_n}: must be at least 1")
-    print(json.dumps(bench_mine(args.n, args.workers, args.baseline_n, not args.no_demonstrations, args.seed)))
+    print(json_text(bench_mine(args.n, args.workers, args.baseline_n, not args.no_demonstrations, args.seed)))
     return 0

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from codegrep.argtypes import positive_int
 from codegrep.errors import UserError
+from codegrep.files import json_text
 
 NAMES = ("bm25", "dense", "grep-heuristic", "agent", "oracle", "random", "bm25-plain")
 
@@ -47,7 +47,7 @@ def _retrieve(args: argparse.Namespace) -> int:
     result = retrieve_in_repo(retriever, Path(args.repo), _issue_text(args), commit=args.commit)
     files = result.files[:args.k] if args.k else result.files
     if args.json:
-        print(json.dumps({"files": files, "rounds": result.rounds, "tool_calls": result.tool_calls,
+        print(json_text({"files": files, "rounds": result.rounds, "tool_calls": result.tool_calls,
                           "tokens": result.tokens, "seconds": round(result.seconds, 4),
                           "reasons": {f: result.reasons.get(f, "") for f in files}, "extra": result.extra},
                          default=str))
@@ -80,7 +80,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         k = (cfg.get("retrievers") or {}).get("k")  # the profile's set size, as profile_evaluation uses
     resume: dict[str, int] = {}
     metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=k, workers=args.workers, resume=resume)
-    print(json.dumps({**metrics, "retriever": args.retriever, "k": k, **resume}))
+    print(json_text({**metrics, "retriever": args.retriever, "k": k, **resume}))
     return 0
 
 
@@ -91,7 +91,7 @@ def _bench(args: argparse.Namespace) -> int:
     model = None if args.model_ref == "none" else args.model_ref
     if model is not None and model.lower() not in SMOLLM2_ALIASES and not is_hub_id(model):
         resolve_model(model)  # a mistyped model directory is one line before the benchmark, not a note in its JSON
-    print(json.dumps(run_bench(n_files=args.files, queries=args.queries, episodes=args.episodes, model=model,
+    print(json_text(run_bench(n_files=args.files, queries=args.queries, episodes=args.episodes, model=model,
                                 real_tasks=None if args.tasks == "none" else args.tasks, real_limit=args.limit)))
     return 0
 

@@ -161,14 +161,13 @@ def register(subparsers: Any) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    import json
-
     from codegrep.errors import UserError
+    from codegrep.files import json_text
     from codegrep.rl.bench import bench_train
 
     if args.sft_min_tokens > args.sft_max_tokens:
         raise UserError(f"--sft-min-tokens {args.sft_min_tokens} is above --sft-max-tokens {args.sft_max_tokens}")
-    print(json.dumps(bench_train(sft_demos=args.sft_demos, sft_min_tokens=args.sft_min_tokens,
+    print(json_text(bench_train(sft_demos=args.sft_demos, sft_min_tokens=args.sft_min_tokens,
                                  sft_max_tokens=args.sft_max_tokens, sft_batch=args.sft_batch, group=args.group,
                                  prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens, turns=args.turns,
                                  obs_tokens=args.obs_tokens, loss_tokens=args.loss_tokens, repeats=args.repeats,

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from codegrep.argtypes import positive_int
+from codegrep.files import json_text
 
 RETRIEVER_CHOICES = ("grep-heuristic", "bm25", "dense", "agent")
 
@@ -87,7 +87,7 @@ def run_bench(args: argparse.Namespace) -> int:
         output_file(args.out, "--out")  # before the benchmark, not after
     result = bench_mcp(n_files=args.files, n_queries=args.queries, retriever=args.retriever,
                        repo=args.repo, seed=args.seed)
-    text = json.dumps(result, indent=2)
+    text = json_text(result, indent=2)
     if args.out:
         from codegrep.files import write_atomic
 

@@ -6,7 +6,6 @@ reasons and the cost. Bad arguments come back as tool errors (``isError``), neve
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -20,6 +19,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from codegrep import __version__
+from codegrep.files import json_text
 from codegrep.serve.live import RequestError, adhoc_task, open_snapshot, resolve_repo
 from codegrep.serve.reasons import reasons_from_episode_file
 
@@ -214,4 +214,4 @@ def serve_stdio(config: ServeConfig) -> None:
 
 def answer_once(config: ServeConfig, query: str, max_files: int = 10, commit: str | None = None) -> str:
     """The JSON answer for one query, without a server (``codegrep mcp --query``): handy to check a setup."""
-    return json.dumps(FileFinder(config).find(query, max_files=max_files, commit=commit), indent=2)
+    return json_text(FileFinder(config).find(query, max_files=max_files, commit=commit), indent=2)
