@@ -294,3 +294,20 @@ def test_perl_in_place_edits_are_edits():
         "perl -0777 -pi -e 's/old_name/new_name/g' pkg/a.py pkg/b.py && perl -i.bak -pe 's/x/y/' pkg/c.py"])))
     assert rec.patch_source == "actions" and rec.target_files == ["pkg/a.py", "pkg/b.py", "pkg/c.py"]
     assert rec.viewed_files == ["pkg/a.py"] and rec.context_files == []
+
+
+def test_older_editor_line_ranges_are_kept():
+    """An old OpenHands ``read`` with ``start``/``end`` (0-based, end exclusive) and SWE-agent's
+    ``str_replace_editor view PATH --view_range A B`` keep their ranges, as a ``view_range`` argument does."""
+    openhands = {"instance_id": "getmoto__moto-5865", "test_result": {"git_patch": ""}, "history": [
+        {"source": "agent", "action": "read", "args": {"path": "/workspace/getmoto__moto__4.1/moto/a.py",
+                                                       "start": 99, "end": 140}},
+        {"source": "agent", "action": "read", "args": {"path": "/workspace/getmoto__moto__4.1/moto/a.py",
+                                                       "start": 200, "end": -1}},
+        {"source": "agent", "action": "read", "args": {"path": "/workspace/getmoto__moto__4.1/moto/a.py",
+                                                       "start": 0, "end": -1}}]}
+    sweagent = {"instance_id": "getmoto__moto-5865", "info": {"submission": ""}, "trajectory": [
+        {"action": "str_replace_editor view /moto/moto/a.py  --view_range 100 140", "observation": "",
+         "state": {"working_dir": "/moto"}}]}
+    assert [e.lines for e in parse_row(openhands).events] == [(100, 140), (201, -1), None]
+    assert [(e.path, e.lines) for e in parse_row(sweagent).events] == [("moto/a.py", (100, 140))]

@@ -48,7 +48,7 @@ def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = 
     action = event.get("action")
     if action == "read":
         return editor_events({"command": "view", "path": args.get("path"),
-                              "view_range": args.get("view_range")}, step, None)
+                              "view_range": args.get("view_range") or _start_end(args)}, step, None)
     if action == "edit":
         return editor_events({"command": args.get("command") or "edit", "path": args.get("path")}, step, None)
     if action == "write":
@@ -58,6 +58,19 @@ def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = 
     if action == "run_ipython":
         return [Event("run", step, command=str(args.get("code") or "")[:200])]
     return []
+
+
+def _start_end(args: dict[str, Any]) -> list[int] | None:
+    """Older ``read`` actions' ``start``/``end``: a 0-based start and an exclusive end (``lines[start:end]``;
+    ``end`` -1: to the end of the file) -> the 1-based inclusive ``view_range``; None for the whole file.
+
+    >>> _start_end({"start": 10, "end": 40}), _start_end({"start": 99, "end": -1}), _start_end({"start": 0, "end": -1})
+    ([11, 40], [100, -1], None)
+    """
+    start, end = args.get("start", 0), args.get("end", -1)
+    if not (isinstance(start, int) and isinstance(end, int)) or (start <= 0 and end == -1):
+        return None
+    return [max(0, start) + 1, end]
 
 
 def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:

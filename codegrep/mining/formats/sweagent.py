@@ -44,6 +44,8 @@ class _Viewer:
         [('view', 'oqupy/pt.py', (486, 585)), ('edit', 'oqupy/pt.py', None)]
         >>> [(e.kind, e.path) for e in v.command("cd oqupy", 2) + v.command("open pt.py", 3) + v.command("find_file x.py .", 4)]
         [('view', 'oqupy/pt.py'), ('find', 'oqupy')]
+        >>> [(e.path, e.lines) for e in v.command("str_replace_editor view /OQuPy/oqupy/pt.py  --view_range 10 40", 5)]
+        [('oqupy/pt.py', (10, 40))]
         """
         first = action.strip().split("\n", 1)[0]
         try:
@@ -76,6 +78,9 @@ class _Viewer:
         if cmd in ("str_replace_editor", "filemap") and args:
             sub = {"command": args[0], "path": args[1] if len(args) > 1 else ""} if cmd != "filemap" else \
                 {"command": "view", "path": args[0]}
+            if "--view_range" in args[:-2]:  # str_replace_editor view PATH --view_range START END
+                at = args.index("--view_range")
+                sub["view_range"] = args[at + 1:at + 3]
             return editor_events(sub, step, self.root)
         if cmd in ("submit", "exit_forfeit", "exit_cost", "exit_context", "exit_format", "exit_error"):
             return []

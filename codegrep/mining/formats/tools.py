@@ -25,14 +25,19 @@ def _looks_like_dir(path: str, observation: str | None) -> bool:
 
 
 def _view_range(value: Any) -> tuple[int, int] | None:
-    """``[10, 40]`` or ``"[10, 40]"`` -> (10, 40).
+    """``[10, 40]``, ``"[10, 40]"`` or ``["10", "40"]`` (a command line's words) -> (10, 40).
 
-    >>> _view_range("[791, 808]"), _view_range([1, -1]), _view_range(None)
-    ((791, 808), (1, -1), None)
+    >>> _view_range("[791, 808]"), _view_range([1, -1]), _view_range(None), _view_range(["10", "-1"])
+    ((791, 808), (1, -1), None, (10, -1))
     """
     if isinstance(value, str):
         try:
             value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        try:
+            value = [int(v) for v in value]
         except ValueError:
             return None
     if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value):
