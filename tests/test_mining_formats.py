@@ -38,7 +38,8 @@ def _mini() -> list[tuple[str, dict]]:
                                                                     ("run", None, None, None)]),
     ("cat <<'EOF' > reproduce.py\nimport x\nprint(\"a | b && c\")\nEOF\npython reproduce.py",
      [("create", "reproduce.py", None, None), ("run", None, None, None)]),
-    ("find . -name '*.py' -path '*forms*' | xargs grep -l Widget", [("find", "", "*.py", None)]),
+    ("find . -name '*.py' -path '*forms*' | xargs grep -l Widget", [("find", "", "*.py", None),
+                                                                    ("search", "", "Widget", None)]),
     ("cd /testbed/pkg && cat sub/b.py; ls", [("view", "pkg/sub/b.py", None, None), ("list", "pkg", None, None)]),
     ("echo 'x' >> pkg/a.py 2>&1", [("edit", "pkg/a.py", None, None)]),
     ('grep -n "a;b" "my dir/f.py" > /dev/null', [("search", "my dir/f.py", "a;b", None)]),
@@ -86,6 +87,21 @@ def test_comments_are_not_commands(command, expected):
 ])
 def test_tail_line_ranges(command, lines):
     assert [(e.kind, e.lines) for e in parse_shell(command)] == [("view", lines)]
+
+
+@pytest.mark.parametrize("command, expected", [
+    # a search run by xargs on the names the pipeline produced searches where they came from
+    ("find django -name '*.py' | xargs grep -l 'class FileField'", [("find", "django"), ("search", "django")]),
+    ("grep -rl foo src | xargs -I{} grep -n bar {} | sort", [("search", "src"), ("search", "src")]),
+    ("git ls-files | xargs -0 -n 1 grep -n foo pkg/a.py", [("run", None), ("search", "pkg/a.py")]),
+    ("find . -name '*.pyc' | xargs rm -f", [("find", "")]),  # the names removed are not known
+    # in-place sed in a flag cluster edits; less's +N is where it starts, not a file
+    ("sed -Ei 's/a/b/' pkg/a.py && sed -ni.bak '1p' pkg/b.py", [("edit", "pkg/a.py"), ("edit", "pkg/b.py")]),
+    ("sed -E 's/a/b/' pkg/a.py", [("view", "pkg/a.py")]),
+    ("less +120 pkg/a.py", [("view", "pkg/a.py")]),
+])
+def test_xargs_sed_flag_clusters_and_less(command, expected):
+    assert [(e.kind, e.path) for e in parse_shell(command)] == expected
 
 
 def test_unbalanced_quote_does_not_raise():

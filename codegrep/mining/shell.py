@@ -31,7 +31,7 @@ _SED_RANGE = re.compile(r"^\s*(\d+)\s*(?:,\s*(\d+|\$))?\s*p")
 _READERS = {"cat", "head", "tail", "less", "more", "nl", "bat", "view", "awk", "sed", "batcat"}
 _SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
 _QUIET = {"cd", "echo", "printf", "export", "true", "false", "pwd", "which", "source", "clear", "sleep", "set",
-          "unset", "alias", "type", "history", "exit", "wc", "sort", "uniq", "cut", "tr", "xargs", "env"}
+          "unset", "alias", "type", "history", "exit", "wc", "sort", "uniq", "cut", "tr", "env"}
 _WRAPPERS = {"sudo", "time", "timeout", "nohup", "command", "exec", "stdbuf"}
 # Options that take a value, per program (so the value is not mistaken for a pattern or a path).
 _VALUED = {
@@ -41,7 +41,10 @@ _VALUED = {
            "--max-count", "--context", "--iglob", "-j", "--threads"},
     "head": {"-n", "-c"}, "tail": {"-n", "-c"}, "nl": {"-b", "-w", "-s", "-v", "-i"},
     "sed": {"-e", "-f", "-l"}, "awk": {"-F", "-v", "-f"}, "timeout": {"-s", "-k", "--signal"},
+    "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
+              "--max-procs", "--max-lines", "--max-chars"},
 }
+_SED_IN_PLACE = re.compile(r"^-[nrEsuz]*i")  # -i, -i.bak, and -i in a flag cluster: -Ei, -ni
 
 
 class _Stage:
@@ -198,6 +201,7 @@ class _Context:
     def __init__(self, step: int, root: str | None, cwd: str, paths: dict | None = None):
         self.step, self.root, self.cwd = step, root, cwd
         self.piped = False  # the current stage reads another command's output
+        self.scope: str | None = None  # what a searcher given no files searches, when not ``cwd`` (xargs)
         self.paths = {} if paths is None else paths  # (raw, cwd) -> path, shared by one run's commands
 
     def path(self, raw: str) -> str | None:
@@ -228,11 +232,13 @@ def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     pos, opts = _positionals(args, _VALUED.get(prog, set()))
     if prog == "sed":
         script = opts.get("-e") or (pos.pop(0) if pos else "")
-        if any(k.startswith("-i") or k == "--in-place" for k in opts):
+        if any(_SED_IN_PLACE.match(k) or k == "--in-place" for k in opts):
             return [ctx.event("edit", p) for p in pos]
         return [ctx.event("view", p, lines=_sed_lines(script)) for p in pos]
     if prog == "awk":
         pos = pos[1:] if "-f" not in opts else pos
+    if prog in ("less", "more"):
+        pos = [p for p in pos if not p.startswith("+")]  # +N, +/pattern: where to start, not a file
     lines = None
     n = opts.get("-n") or next((k[1:] for k in opts if k[1:].isdigit()), None)
     if prog == "head" and n and n.isdigit():
@@ -274,7 +280,8 @@ def _search(prog: str, args: list[str], ctx: _Context) -> list[Event]:
         pattern = pos.pop(0)
     if ctx.piped and not pos:
         return []  # filtering another command's output, not searching the repository
-    return [Event("search", ctx.step, ctx.path(s) if s else ctx.cwd, pattern=pattern) for s in pos or [""]]
+    scope = ctx.cwd if ctx.scope is None else ctx.scope
+    return [Event("search", ctx.step, ctx.path(s) if s else scope, pattern=pattern) for s in pos or [""]]
 
 
 def _find(args: list[str], ctx: _Context) -> list[Event]:
@@ -296,7 +303,38 @@ def _find(args: list[str], ctx: _Context) -> list[Event]:
     return events
 
 
-def _stage_events(stage: _Stage, ctx: _Context, first: bool) -> list[Event]:
+def _xargs(args: list[str], ctx: _Context, upstream: list[Event]) -> list[Event]:
+    """``... | xargs [options] CMD ARGS``: CMD runs on the names the pipeline produced. A search given no files of
+    its own searches those names: the scope of the last find/search/list before it, else the working directory.
+    Other commands name only their own files (``xargs cat``'s files are not known).
+
+    >>> [(e.kind, e.path, e.pattern) for c in ("find pkg -name '*.py' | xargs grep -n 'class Foo'",
+    ...  "grep -rl foo src | xargs -I{} grep -n bar {}", "cat list.txt | xargs -0 -n 1 grep -l foo lib/a.py")
+    ...  for e in parse_shell(c) if e.kind == "search"]
+    [('search', 'pkg', 'class Foo'), ('search', 'src', 'foo'), ('search', 'src', 'bar'), ('search', 'lib/a.py', 'foo')]
+    """
+    i, valued, replace = 0, _VALUED["xargs"], None
+    while i < len(args) and args[i].startswith("-"):
+        a = args[i]
+        if a in valued:
+            replace = args[i + 1] if a == "-I" and i + 1 < len(args) else replace
+            i += 1
+        elif a.startswith("-i") or a.startswith("--replace"):
+            replace = a.partition("=")[2] if "=" in a else a[2:] or "{}"
+        elif a.startswith("-I"):
+            replace = a[2:]
+        i += 1
+    words = [w for w in args[i:] if w != replace]
+    if not words:
+        return []
+    ctx.scope = next((e.path for e in reversed(upstream) if e.kind in ("find", "search", "list")), None)
+    try:
+        return _stage_events(_Stage(words), ctx, first=True)
+    finally:
+        ctx.scope = None
+
+
+def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Event] | None = None) -> list[Event]:
     words = list(stage.words)
     while words and ("=" in words[0] and not words[0].startswith("-") and words[0].split("=")[0].isidentifier()):
         words.pop(0)  # FOO=1 cmd
@@ -313,6 +351,8 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool) -> list[Event]:
     if prog == "cd":
         target = ctx.path(args[0]) if args else ""
         ctx.cwd = target if target is not None and not target.startswith("/") else ctx.cwd
+    elif prog == "xargs":
+        events += _xargs(args, ctx, upstream or [])
     elif prog in _READERS:
         events += _reader(prog, args, ctx)
     elif prog in _SEARCHERS:
@@ -435,6 +475,6 @@ def _parse_shell(command: str, step: int, root: str | None, cwd: str,
         for i, stage in enumerate(pipeline):
             if i and stage.words:
                 _attach_range(pipe_events, stage, pipeline[i - 1])
-            pipe_events += _stage_events(stage, ctx, first=i == 0)
+            pipe_events += _stage_events(stage, ctx, i == 0, pipe_events)
         events += pipe_events
     return [e for e in events if e.kind in ("run", "search", "find", "list") or e.path is not None], ctx.cwd
