@@ -40,8 +40,8 @@ def normalize_path(path: str, repo_root: str | None = None) -> str:
     'src/x.py'
     >>> normalize_path("/testbed/a/b.py")
     'a/b.py'
-    >>> normalize_path("pkg//sub/../b.py")
-    'pkg/b.py'
+    >>> normalize_path("pkg//sub/../b.py"), normalize_path("../../x/a.py")
+    ('pkg/b.py', '../../x/a.py')
     """
     p = path.strip().strip("'\"`").replace("\\", "/")
     p = _LINE_SUFFIX.sub("", p)
@@ -57,7 +57,7 @@ def normalize_path(path: str, repo_root: str | None = None) -> str:
     for part in p.split("/"):
         if part in ("", "."):
             continue
-        if part == ".." and parts:
+        if part == ".." and parts and parts[-1] != "..":
             parts.pop()
             continue
         parts.append(part)

@@ -40,6 +40,8 @@ def test_unnormalised_paths_on_both_sides():
     assert recall_at_k(pred, gold, 2) == 0.5 and mrr(pred, gold) == 0.5
     assert normalize_path("'/testbed/src/m.py:3:7'") == "src/m.py"
     assert normalize_path("/home/u/p/src/x.py", repo_root="/home/u/p/") == "src/x.py"
+    # a '..' climbs over a directory, never over another '..' (it was '../../x.py' -> 'x.py', inside the repository)
+    assert normalize_path("../../x.py") == "../../x.py" and normalize_path("pkg/sub/../../../x.py") == "../x.py"
     # a leading a/ or b/ is a directory (git's diff prefixes are the patch parser's business)
     assert dedupe(["a/x.go", "x.go", "b/y.go"]) == ["a/x.go", "x.go", "b/y.go"]
 
