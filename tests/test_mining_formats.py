@@ -9,6 +9,7 @@ import pytest
 from codegrep.data.tasks import patch_files
 from codegrep.mining.formats import detect_format, parse_row
 from codegrep.mining.inputs import embedded_dir, open_text, report_beside
+from codegrep.mining.events import in_repo
 from codegrep.mining.records import supervision_record
 from codegrep.mining.shell import parse_shell
 
@@ -327,3 +328,33 @@ def test_older_editor_line_ranges_are_kept():
          "state": {"working_dir": "/moto"}}]}
     assert [e.lines for e in parse_row(openhands).events] == [(100, 140), (201, -1), None]
     assert [(e.path, e.lines) for e in parse_row(sweagent).events] == [("moto/a.py", (100, 140))]
+
+
+@pytest.mark.parametrize("root, command, expected", [
+    # the home directory is outside the repository; a path with a variable names no known file
+    ("/testbed", "cat ~/.bashrc && cat $HOME/.config/pip.conf && cat pkg/a.py", ["pkg/a.py"]),
+    ("/testbed", "for f in pkg/a.py; do cat $f; done && cat \"${ROOT}/x.py\"", []),
+    # after a cd outside a known root, relative paths are outside it, until a cd (or '..') comes back
+    ("/testbed", "cd /tmp && cat repro.py && cat ../testbed/pkg/a.py && cd /testbed && cat pkg/b.py",
+     ["pkg/a.py", "pkg/b.py"]),
+    ("/testbed", "cd /usr/lib/python3/site-packages/django && cat db/models.py", []),
+    ("/testbed", "cd .. && cat testbed/pkg/a.py && cd pkg && cd ../../testbed/pkg && cat b.py", ["pkg/a.py", "pkg/b.py"]),
+    # the root is not recorded: only a system directory or an installed package is known to be outside
+    (None, "cd /tmp && cat repro.py", []),
+    (None, "cd /myproj && cat src/a.py", ["src/a.py"]),
+])
+def test_paths_outside_the_repository(root, command, expected):
+    assert [e.path for e in parse_shell(command, root=root) if e.kind == "view" and in_repo(e.path)] == expected
+
+
+def test_openhands_stream_knows_its_checkout():
+    """An OpenHands run's root is its ``/workspace/<owner>__<repo>`` checkout: after ``cd /tmp`` a relative path
+    is outside it (it was read as a repository file), and the session's cd back holds."""
+    history = [{"source": "agent", "action": "run", "args": {"command": "cd /workspace/getmoto__moto__4.1 && ls"}},
+               {"source": "agent", "action": "run", "args": {"command": "cd /tmp && cat models.py"}},
+               {"source": "agent", "action": "run", "args": {"command": "cat moto/athena/models.py"}},
+               {"source": "agent", "action": "run", "args": {"command": "cd /workspace/getmoto__moto__4.1/moto"}},
+               {"source": "agent", "action": "run", "args": {"command": "cat athena/models.py"}}]
+    views = [e.path for e in parse_row({"instance_id": "getmoto__moto-5865", "history": history,
+                                        "test_result": {"git_patch": ""}}).events if e.kind == "view"]
+    assert views == ["/tmp/models.py", "/tmp/moto/athena/models.py", "moto/athena/models.py"]

@@ -10,6 +10,8 @@ from codegrep.metrics import normalize_path
 from codegrep.mining.targets import is_artifact
 
 _SANDBOX_ROOT = re.compile(r"^/(testbed|repo|app|workspace/[^/]+)/?$")  # the checkout itself
+_HOME = re.compile(r"^(~[^/]*|\$HOME|\$\{HOME\})(?=/|$)")  # ~, ~user, $HOME, ${HOME}: the home directory
+_UNEXPANDED = re.compile(r"(^|/)\$|\$[({]|`")  # $VAR, ${VAR}, $(cmd), `cmd`: a path the shell had to expand
 EVENT_KINDS = ("view", "search", "find", "list", "edit", "create", "delete", "run")
 
 
@@ -37,17 +39,25 @@ class Event:
 def repo_path(path: str | None, root: str | None = None) -> str | None:
     """Repository-relative form of an agent path; None for empty, ``/dev/null`` or ``-`` (stdin).
 
-    Paths outside the repository stay absolute (``/usr/lib/...``) so callers can drop them.
+    Paths outside the repository stay absolute (``/usr/lib/...``) so callers can drop them; the home directory
+    (``~``, ``$HOME``), whose place is not recorded, is written ``/~``. A path with a variable or a command
+    substitution the shell expanded (``$f``, ``$(dirname x)``) names no known file: None.
 
     >>> repo_path("/testbed/pkg/a.py:12"), repo_path("./pkg"), repo_path("/OQuPy/oqupy/x.py", "/OQuPy")
     ('pkg/a.py', 'pkg', 'oqupy/x.py')
     >>> repo_path("/dev/null"), repo_path("."), repo_path("/usr/lib/python3/os.py"), repo_path("/testbed")
     (None, '', '/usr/lib/python3/os.py', '')
+    >>> repo_path("~/.bashrc"), repo_path("$HOME/x.py"), repo_path("$f"), repo_path("pkg/${name}.py"), repo_path("A$B.java")
+    ('/~/.bashrc', '/~/x.py', None, None, 'A$B.java')
     """
     if path is None:
         return None
     p = str(path).strip()
     if not p or p in ("-", "/dev/null") or p.startswith("/dev/") or p.startswith("/proc/"):
+        return None
+    if p[0] in "~$":
+        p = _HOME.sub("/~", p, count=1)
+    if ("$" in p or "`" in p) and _UNEXPANDED.search(p):
         return None
     if (root and p.rstrip("/") == root.rstrip("/")) or _SANDBOX_ROOT.match(p):
         return ""

@@ -195,8 +195,28 @@ def _positionals(args: list[str], valued: set[str]) -> tuple[list[str], dict[str
     return pos, opts
 
 
+# Directories that are never a repository checkout: where an agent whose repository root is not recorded has gone
+# when it changes into one (the home directory is /~, see ``repo_path``).
+_SYSTEM_DIRS = frozenset({"~", "tmp", "var", "usr", "etc", "proc", "sys", "dev", "bin", "sbin", "lib", "lib64"})
+
+
+def _outside(path: str, root: str | None) -> bool:
+    """An absolute ``repo_path`` result is outside the repository when the root is known (the format recorded
+    it); when not, only a system directory or an installed package is known not to be the checkout.
+
+    >>> _outside("/tmp/x", None), _outside("/myproj/src", None), _outside("/myproj/src", "/testbed")
+    (True, False, True)
+    >>> _outside("/opt/conda/lib/python3.9/site-packages/django", None)
+    True
+    """
+    parts = path.split("/")
+    return root is not None or parts[1] in _SYSTEM_DIRS or "site-packages" in parts or "dist-packages" in parts
+
+
 class _Context:
-    """Per-command state: repository root, working directory (repo-relative), step, root fallback."""
+    """Per-command state: repository root, working directory, step, root fallback. The working directory is
+    repository-relative (``""`` = the root), or absolute when the agent went outside the repository (``cd /tmp``):
+    a relative path then names a file outside it, unless ``..`` climbs back in."""
 
     def __init__(self, step: int, root: str | None, cwd: str, paths: dict | None = None):
         self.step, self.root, self.cwd = step, root, cwd
@@ -209,8 +229,14 @@ class _Context:
         if key in self.paths:
             return self.paths[key]
         p = repo_path(raw, self.root)
-        if not (p is None or p.startswith("/") or not self.cwd or raw.startswith("/")):
+        if p is None or p.startswith("/") or not self.cwd or raw.startswith("/"):
+            pass
+        elif self.cwd.startswith("/"):  # outside the repository: the path is the directory's
+            p = repo_path(posixpath.normpath(posixpath.join(self.cwd, raw)), self.root)
+        else:
             p = repo_path(posixpath.join(self.cwd, p))
+        if self.root and p is not None and (p == ".." or p.startswith("../")):  # climbed out of a known root
+            p = repo_path(posixpath.normpath(posixpath.join(self.root, p)), self.root)
         self.paths[key] = p
         return p
 
@@ -349,8 +375,9 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
     prog, args = words[0].rpartition("/")[2], words[1:]
     ctx.piped = not first
     if prog == "cd":
-        target = ctx.path(args[0]) if args else ""
-        ctx.cwd = target if target is not None and not target.startswith("/") else ctx.cwd
+        target = ctx.path(args[0]) if args and args[0] != "-" else "/~" if not args else None
+        if target is not None and (not target.startswith("/") or _outside(target, ctx.root)):
+            ctx.cwd = target
     elif prog == "xargs":
         events += _xargs(args, ctx, upstream or [])
     elif prog in _READERS:

@@ -12,6 +12,7 @@ from codegrep.mining.events import Event
 _SWEBENCH_ID = re.compile(r"^([\w.-]+__[\w.-]+-\d+)_\d+$")
 _PR = re.compile(r"<pr_description>\s*(?:Consider the following PR description:\s*)?(.*?)</pr_description>", re.S)
 _ISSUE = re.compile(r"ISSUE:\s*\n(.*?)(?:\n\s*INSTRUCTIONS:|\Z)", re.S)
+UPLOADED = re.compile(r"<uploaded_files>\s*(\S+)\s*</uploaded_files>")  # the checkout, as OpenHands' prompt names it
 
 
 @dataclass

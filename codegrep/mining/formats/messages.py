@@ -2,16 +2,14 @@
 (``<function=...>`` XML in the assistant text, or ``tool_calls``)."""
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from codegrep.mining.events import Event
-from codegrep.mining.formats.base import Trajectory, content_text, issue_text, strip_run_suffix
+from codegrep.mining.formats.base import UPLOADED, Trajectory, content_text, issue_text, strip_run_suffix
 from codegrep.mining.formats.tools import call_arguments, tool_events, xml_calls
 from codegrep.mining.shell import ShellParser
 
 SWE_GYM, SWE_SMITH = "swe-gym-openhands", "swe-smith"
-_UPLOADED = re.compile(r"<uploaded_files>\s*(\S+)\s*</uploaded_files>")
 
 
 def detect_swe_gym(row: dict[str, Any]) -> bool:
@@ -38,7 +36,7 @@ def message_events(messages: list[dict[str, Any]]) -> tuple[list[Event], int, st
     observations = {m.get("tool_call_id"): content_text(m.get("content"))
                     for m in messages if m.get("role") == "tool" and m.get("tool_call_id")}
     first_user = next((content_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    m = _UPLOADED.search(first_user)
+    m = UPLOADED.search(first_user)
     root = m.group(1) if m and m.group(1).startswith("/") else None
     events, step, shell = [], 0, ShellParser(root, persistent=True)  # one bash session per run
     for i, msg in enumerate(messages):

@@ -6,15 +6,17 @@ No real OpenHands row ships in ``../shared``; this parser follows the documented
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.mining.events import Event
-from codegrep.mining.formats.base import Trajectory, content_text, strip_run_suffix
+from codegrep.mining.formats.base import UPLOADED, Trajectory, content_text, strip_run_suffix
 from codegrep.mining.formats.tools import editor_events
 from codegrep.mining.shell import ShellParser
 
 NAME = "openhands"
+_WORKSPACE_REPO = re.compile(r"/workspace/[\w.-]+__[\w.-]+")
 _SILENT = {"message", "system", "recall", "think", "change_agent_state", "null", "finish", "delegate", "condensation"}
 
 
@@ -73,14 +75,30 @@ def _start_end(args: dict[str, Any]) -> list[int] | None:
     return [max(0, start) + 1, end]
 
 
+def _root(first_user: str, stream: list[dict[str, Any]]) -> str | None:
+    """The checkout: ``<uploaded_files>`` of the task prompt, else the first ``/workspace/<owner>__<repo>...``
+    directory a path or command names (OpenHands' layout); None when neither says it.
+
+    >>> _root("", [{"action": "run", "args": {"command": "cd /workspace/django__django__3.0 && ls"}}])
+    '/workspace/django__django__3.0'
+    >>> _root("<uploaded_files>\\n/workspace/proj\\n</uploaded_files>", []), _root("", [{"args": {"path": "/workspace/x.py"}}])
+    ('/workspace/proj', None)
+    """
+    m = UPLOADED.search(first_user)
+    if m and m.group(1).startswith("/"):
+        return m.group(1).rstrip("/")
+    return next((m.group(0) for text in _stream_texts(stream) for m in [_WORKSPACE_REPO.search(text)] if m), None)
+
+
 def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
     """(events, number of agent actions, first user message) of an event stream."""
-    events, step, first_user, shell = [], 0, "", ShellParser(persistent=True)
-    for ev in flatten_history(stream):
+    flat = flatten_history(stream)
+    first_user = next((content_text((ev.get("args") or {}).get("content") or ev.get("message")) for ev in flat
+                       if ev.get("source") == "user" and ev.get("action") == "message"), "")
+    events, step, shell = [], 0, ShellParser(_root(first_user, flat), persistent=True)
+    for ev in flat:
         if "action" not in ev:
             continue
-        if ev.get("source") == "user" and ev.get("action") == "message" and not first_user:
-            first_user = content_text((ev.get("args") or {}).get("content") or ev.get("message"))
         if ev.get("source", "agent") != "agent" or ev.get("action") in _SILENT:
             continue
         events += action_events(ev, step, shell)
