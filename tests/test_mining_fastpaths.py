@@ -55,11 +55,18 @@ def test_strip_heredocs_equals_the_line_by_line_reference():
         assert shell.strip_heredocs(c) == _strip_heredocs_by_lines(c), repr(c)
 
 
+def _uncached(root: str):
+    """A run's commands parsed one by one with no remembered command or path; only what the run wrote to files
+    (a script it runs later, a patch it applies) is shared, as the shell's files are."""
+    files: dict = {}
+    return lambda c, i: shell._parse_shell(c, i, root, "", None, files)[0]
+
+
 def test_run_scoped_shell_parser_equals_parse_shell_per_command(runs):
     """Commands and paths remembered within one run give the events a fresh parse of each command gives."""
     for run in runs:
-        fresh = [e.to_dict() for i, s in enumerate(run.actions) for c in s.commands
-                 for e in shell.parse_shell(c, i, run.root)]
+        parse = _uncached(run.root)
+        fresh = [e.to_dict() for i, s in enumerate(run.actions) for c in s.commands for e in parse(c, i)]
         assert [e.to_dict() for e in run.events()] == fresh, run.instance_id
 
 
@@ -67,9 +74,14 @@ def test_plain_word_commands_skip_the_tokeniser_with_the_same_stages(runs):
     commands = [c for run in runs for s in run.actions for c in s.commands]
     commands += ["ls", "  cat  a.py\tb.py ", "", "2 3", "a=b c", "echo $HOME `x`"]
     for c in commands:
-        fast = [[(st.words, st.writes) for st in p] for p in shell._pipelines(c)]
-        slow = [[(st.words, st.writes) for st in p] for p in shell._split(shell.tokenize(shell.strip_heredocs(c)))]
+        fast = [[(st.words, st.writes, st.stdin) for st in p] for p in shell._pipelines(c)[0]]
+        slow = [[(st.words, st.writes, st.stdin) for st in p] for p in _slow_pipelines(c)[0]]
         assert fast == slow, repr(c)
+
+
+def _slow_pipelines(command: str):
+    lines, bodies = shell._heredocs(command, placeholder=True)
+    return shell._split(shell.tokenize(lines)), bodies
 
 
 def _mine(tmp: Path) -> tuple[bytes, bytes, dict]:
@@ -84,8 +96,8 @@ def test_outputs_identical_with_every_fast_path_off(tmp_path, monkeypatch):
     fast = _mine(tmp_path)
     monkeypatch.setattr(msa, "_bash_blocks", lambda text: msa._ACTION.findall(text))
     monkeypatch.setattr(shell, "strip_heredocs", _strip_heredocs_by_lines)
-    monkeypatch.setattr(shell, "_pipelines", lambda c: shell._split(shell.tokenize(shell.strip_heredocs(c))))
-    monkeypatch.setattr(msa, "ShellParser", lambda root: lambda c, i: shell.parse_shell(c, i, root))
+    monkeypatch.setattr(shell, "_pipelines", _slow_pipelines)
+    monkeypatch.setattr(msa, "ShellParser", _uncached)
     monkeypatch.setattr(inputs, "report_beside", lambda path: _report_by_stdlib(path))
     slow = _mine(tmp_path)
     assert fast[2] == slow[2] and fast[2]["records"] > 0

@@ -358,3 +358,39 @@ def test_openhands_stream_knows_its_checkout():
     views = [e.path for e in parse_row({"instance_id": "getmoto__moto-5865", "history": history,
                                         "test_result": {"git_patch": ""}}).events if e.kind == "view"]
     assert views == ["/tmp/models.py", "/tmp/moto/athena/models.py", "moto/athena/models.py"]
+
+
+_FIX_SCRIPT = ("cat <<'EOF' > fix_http.py\nfile_path = 'bottle/http.py'\nwith open(file_path) as f:\n    s = f.read()\n"
+               "with open(file_path, 'w') as f:\n    f.write(s.replace('a', 'b'))\nEOF")
+
+
+def test_edits_made_by_scripts_and_patches_are_edits():
+    """A script the run wrote and ran (shipped: 101 really-edited files of 95 runs were seen only in the diff),
+    ``python - <<EOF``, ``python -c``, ``git apply`` and ``patch`` of a patch the run wrote are edits, at the step
+    they ran: the first write to a target ends the context (views after it are not context)."""
+    rec = supervision_record(parse_row(_mini_run([
+        "cat bottle/http.py", _FIX_SCRIPT, "cat bottle/util.py", "python fix_http.py", "cat bottle/route.py",
+        "python3 - <<'EOF'\nfrom pathlib import Path\np = Path('bottle/route.py')\np.write_text(p.read_text())\nEOF",
+        "python -c \"s = open('bottle/app.py').read(); open('bottle/app.py', 'w').write(s)\"",
+        "git apply <<'EOF'\ndiff --git a/bottle/a.py b/bottle/a.py\n--- a/bottle/a.py\n+++ b/bottle/a.py\n@@ -1 +1 @@\nEOF",
+        "cat > /tmp/b.diff <<'EOF'\n--- bottle/b.py\t2024\n+++ bottle/b.py\t2024\n@@ -1 +1 @@\nEOF\npatch -p0 < /tmp/b.diff",
+        "patch bottle/c.py /tmp/c.diff"],
+        _diff("bottle/http.py", "bottle/route.py", "bottle/app.py", "bottle/a.py", "bottle/b.py", "bottle/c.py"))))
+    assert rec.edited_files == ["fix_http.py", "bottle/http.py", "bottle/route.py", "bottle/app.py", "bottle/a.py",
+                                "bottle/b.py", "bottle/c.py"]
+    assert rec.context_files == ["bottle/util.py"]  # read before the script's edit; bottle/route.py after it
+
+
+@pytest.mark.parametrize("commands", [
+    [_FIX_SCRIPT],  # written, never run
+    [_FIX_SCRIPT.replace("file_path = 'bottle/http.py'", "import sys\nfile_path = sys.argv[1]"),
+     "python fix_http.py bottle/http.py"],  # a path the script is given: not known
+    [_FIX_SCRIPT.replace("with open(file_path, 'w')", "with open(file_path, 'w'"), "python fix_http.py"],  # no parse
+    ["python -m pytest bottle/http.py", "python fix_http.py"],  # a module; a script the run did not write
+    ["cat > x.diff <<'EOF'\n--- bottle/http.py\n+++ bottle/http.py\nEOF\npatch < x.diff && git apply --check x.diff"],
+])
+def test_scripts_and_patches_that_edit_no_known_file(commands):
+    """No edit is named where the run did not show it: a script written but not run, computed paths, code that
+    does not parse, a plain diff given to ``patch`` without ``-p`` (patch would ask), ``git apply --check``."""
+    rec = supervision_record(parse_row(_mini_run(commands, _diff("bottle/http.py"))))
+    assert "bottle/http.py" not in rec.edited_files

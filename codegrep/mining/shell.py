@@ -18,11 +18,12 @@ from functools import lru_cache
 from codegrep.mining.events import Event, repo_path
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
+HEREDOC = "\x00"  # a heredoc's stand-in stdin file: HEREDOC + its index among the command's bodies
 _SEPARATORS = set(";&|\n()")
 _SEPARATOR_CHARS = ";&|\n()"
 _OP_START = frozenset("0123456789;|&()<>\n")  # the first characters a redirection or separator can have
-_OPERATOR = re.compile(r"[0-9]*>>?&?|&&|\|\||\n+|[;|&()<]")
-_TOKEN = re.compile(r"""[0-9]*>>?&?|&&|\|\||\n+|[;|&()<]|#[^\n]*|(?:[^\s;|&()<>'"\\]+|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
+_OPERATOR = re.compile(r"[0-9]*>>?&?|&&|\|\||\n+|<<<|[;|&()<]")
+_TOKEN = re.compile(r"""[0-9]*>>?&?|&&|\|\||\n+|<<<|[;|&()<]|#[^\n]*|(?:[^\s;|&()<>'"\\]+|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
 _QUOTED = re.compile(r"""['"\\]""")
 _PART = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^'"\\]+)""", re.S)
 _DQ_ESCAPE = re.compile(r"""\\([\\"$`\n])""")
@@ -45,16 +46,18 @@ _VALUED = {
               "--max-procs", "--max-lines", "--max-chars"},
 }
 _SED_IN_PLACE = re.compile(r"^-[nrEsuz]*i")  # -i, -i.bak, and -i in a flag cluster: -Ei, -ni
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 
 
 class _Stage:
     """One simple command of a pipeline, its redirections split off."""
 
-    __slots__ = ("words", "writes")
+    __slots__ = ("words", "writes", "stdin")
 
     def __init__(self, words: list[str] | None = None):
         self.words: list[str] = [] if words is None else words
         self.writes: list[tuple[str, bool]] = []  # (path, append)
+        self.stdin: str | None = None  # the file a '<' redirection reads (a heredoc: HEREDOC + index)
 
 
 def strip_heredocs(command: str) -> str:
@@ -63,20 +66,35 @@ def strip_heredocs(command: str) -> str:
     >>> strip_heredocs("cat <<'EOF' > a.py\\nx = 1\\nEOF\\nls")
     'cat  > a.py\\nls'
     """
+    return _heredocs(command)[0]
+
+
+def _heredocs(command: str, placeholder: bool = False) -> tuple[str, list[str]]:
+    """(the command lines, the heredoc bodies in order). ``placeholder``: each ``<<EOF`` becomes a stdin
+    redirection from ``HEREDOC`` + its index (``cat <<EOF > a.py`` reads body 0), so a stage knows its input.
+
+    >>> _heredocs("python3 - <<'EOF' > log\\nprint(1)\\nEOF\\nls", placeholder=True)
+    ('python3 - < \\x000 > log\\nls', ['print(1)'])
+    """
     if "<<" not in command:
-        return command
-    out, pos, n = [], 0, len(command)
+        return command, []
+    out, bodies, pos, n = [], [], 0, len(command)
     while pos <= n:  # line by line; a body is skipped in one search for its terminator line
         end = command.find("\n", pos)
         end = n if end == -1 else end
         line = command[pos:end]
-        markers = _HEREDOC.findall(line) if "<<" in line else ()
-        out.append(_HEREDOC.sub("", line) if markers else line)
+        markers = _HEREDOC.findall(line) if "<<" in line and "<<<" not in line else ()
+        if markers:
+            first = len(bodies)
+            count = iter(range(first, first + len(markers)))
+            line = _HEREDOC.sub((lambda _: f"< {HEREDOC}{next(count)}") if placeholder else "", line)
+        out.append(line)
         pos = end + 1
         for _, marker in markers:
             found = _terminator(marker).search(command, pos)
+            bodies.append(command[pos:found.start()].rstrip("\n") if found else command[pos:])
             pos = found.end() + 1 if found else n + 1
-    return "\n".join(out)
+    return "\n".join(out), bodies
 
 
 @lru_cache(maxsize=256)
@@ -148,6 +166,10 @@ def _split(tokens: list[str]) -> list[list[_Stage]]:
             target = tokens[i + 1] if i + 1 < n else ""
             if ">" in tok and not target.isdigit() and not set(target) <= _SEPARATORS:
                 stage.writes.append((target, ">>" in tok))
+            elif tok == "<" and target and not set(target) <= _SEPARATORS:
+                stage.stdin = target
+            elif tok == "<<<":
+                stage.stdin = HEREDOC  # a here-string: text, not a file
             i += 2 if target and not set(target) <= _SEPARATORS else 1
             continue
         if not tok.strip(_SEPARATOR_CHARS):  # every character a separator
@@ -218,8 +240,11 @@ class _Context:
     repository-relative (``""`` = the root), or absolute when the agent went outside the repository (``cd /tmp``):
     a relative path then names a file outside it, unless ``..`` climbs back in."""
 
-    def __init__(self, step: int, root: str | None, cwd: str, paths: dict | None = None):
+    def __init__(self, step: int, root: str | None, cwd: str, paths: dict | None = None, files: dict | None = None):
         self.step, self.root, self.cwd = step, root, cwd
+        self.files = {} if files is None else files  # path -> text the run wrote there, shared by its commands
+        self.bodies: list[str] = []  # the command's heredoc bodies
+        self.stateful = False  # the command used or changed ``files``
         self.piped = False  # the current stage reads another command's output
         self.scope: str | None = None  # what a searcher given no files searches, when not ``cwd`` (xargs)
         self.paths = {} if paths is None else paths  # (raw, cwd) -> path, shared by one run's commands
@@ -239,6 +264,31 @@ class _Context:
             p = repo_path(posixpath.normpath(posixpath.join(self.root, p)), self.root)
         self.paths[key] = p
         return p
+
+    def stdin(self, stage: _Stage) -> str | None:
+        """The text a stage reads on its standard input, when known (a heredoc, a file the run wrote)."""
+        if stage.stdin is None:
+            return None
+        if stage.stdin.startswith(HEREDOC):
+            index = stage.stdin[1:]
+            return self.bodies[int(index)] if index.isdigit() and int(index) < len(self.bodies) else None
+        return self.text(stage.stdin)
+
+    def text(self, raw: str) -> str | None:
+        """The text the run wrote to ``raw``, when known."""
+        self.stateful = True  # known or not, the answer depends on what the run wrote before
+        return self.files.get(self.path(raw))
+
+    def written(self, raw: str, text: str | None, append: bool = False) -> None:
+        """Record what a write left in ``raw`` (None: not known)."""
+        path = self.path(raw)
+        if path is None or (text is None and path not in self.files):
+            return
+        self.stateful = True
+        if text is None or (append and path not in self.files):
+            self.files.pop(path, None)
+        else:
+            self.files[path] = self.files[path] + "\n" + text if append else text
 
     def event(self, kind: str, raw_path: str | None = None, **kw) -> Event:
         return Event(kind, self.step, self.path(raw_path) if raw_path is not None else None, **kw)
@@ -329,6 +379,70 @@ def _find(args: list[str], ctx: _Context) -> list[Event]:
     return events
 
 
+def _python(args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
+    """The files a Python program writes (``scripts.python_writes``): its code from ``-c``, from a script the run
+    wrote (``cat <<EOF > fix.py`` then ``python fix.py``), or from standard input (``python - <<EOF``). A write
+    of a file the code also reads or appends to is an edit, else a create (as ``>>`` and ``>`` are).
+
+    >>> [(e.kind, e.path) for e in parse_shell("cat <<'EOF' > fix.py\\np = 'pkg/a.py'\\ns = open(p).read()\\n"
+    ...  "open(p, 'w').write(s.replace('a', 'b'))\\nEOF\\npython3 fix.py && python -c \\"open('out.txt', 'w')\\"")]
+    [('create', 'fix.py'), ('run', None), ('edit', 'pkg/a.py'), ('run', None), ('create', 'out.txt')]
+    """
+    from codegrep.mining.scripts import python_writes
+
+    code, i = stdin, 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-c"):
+            code = a[2:] or (args[i + 1] if i + 1 < len(args) else None)
+            break
+        if a.startswith("-m"):
+            return []  # a module of the environment: its code is not the run's
+        if a != "-" and not a.startswith("-"):
+            code = ctx.text(a)
+            break
+        i += 2 if a in ("-W", "-X") else 1
+    writes = python_writes(code) if code else []
+    for path, _ in writes:
+        ctx.written(path, None)
+    return [ctx.event("edit" if modified else "create", path) for path, modified in writes]
+
+
+def _patch(prog: str, args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
+    """``git apply P`` / ``patch -pN < P`` / ``patch -pN -i P``: edits of the files the patch text names, when the
+    run wrote that text (a heredoc, ``cat <<EOF > P``); ``patch FILE P`` edits FILE. A check or a dry run edits
+    nothing, nor does ``patch`` without ``-p`` on a plain diff (it would ask which file).
+
+    >>> [(e.kind, e.path) for e in parse_shell("cat > fix.diff <<'EOF'\\n--- a/pkg/a.py\\n+++ b/pkg/a.py\\n@@ -1 +1 @@\\n"
+    ...  "EOF\\npatch -p1 < fix.diff && git apply --check fix.diff && patch pkg/b.py b.diff") if e.kind != "run"]
+    [('create', 'fix.diff'), ('edit', 'pkg/a.py'), ('edit', 'pkg/b.py')]
+    """
+    from codegrep.mining.scripts import diff_targets
+
+    if prog == "git":
+        pos, opts = _positionals(args, {"-p", "-C", "--directory", "--exclude", "--include"})
+        if {"--check", "--stat", "--numstat", "--summary", "--cached"} & set(opts):
+            return []
+        strip = opts.get("-p", "1")
+        texts = [ctx.text(p) for p in pos] if pos else [stdin]
+    else:
+        pos, opts = _positionals(args, {"-p", "-i", "-d", "-o", "-r", "-B", "-D", "-F", "-V", "-z", "-Y", "--input",
+                                        "--directory", "--output", "--strip", "--reject-file"})
+        if {"--dry-run", "-o", "--output"} & set(opts):
+            return []
+        if pos:
+            return [ctx.event("edit", pos[0])]
+        strip = opts.get("-p") or opts.get("--strip")
+        source = opts.get("-i") or opts.get("--input")
+        texts = [ctx.text(source) if source else stdin]
+    base = opts.get("-d") or opts.get("--directory") or ""
+    number = int(strip) if strip and strip.isdigit() else None
+    targets = [posixpath.join(base, t) for text in texts if text for t in diff_targets(text, number)]
+    for t in targets:
+        ctx.written(t, None)
+    return [ctx.event("edit", t) for t in dict.fromkeys(targets)]
+
+
 def _xargs(args: list[str], ctx: _Context, upstream: list[Event]) -> list[Event]:
     """``... | xargs [options] CMD ARGS``: CMD runs on the names the pipeline produced. A search given no files of
     its own searches those names: the scope of the last find/search/list before it, else the working directory.
@@ -370,10 +484,15 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
             pos, _ = _positionals(words, _VALUED["timeout"])
             words = words[words.index(pos[0]) + 1:] if pos else []
     events = [ctx.event("edit" if append else "create", p) for p, append in stage.writes]
+    prog, args = (words[0].rpartition("/")[2], words[1:]) if words else ("", [])
+    stdin = ctx.stdin(stage)
+    for p, append in stage.writes:  # cat <<EOF > f: the run knows what f holds (a script it may run, a patch)
+        ctx.written(p, stdin if prog in ("cat", "") and not args else None, append)
     if not words:
         return events
-    prog, args = words[0].rpartition("/")[2], words[1:]
-    ctx.piped = not first
+    ctx.piped = not first or stage.stdin is not None  # a searcher reading its input searches no repository files
+    if stage.stdin and not stage.stdin.startswith(HEREDOC) and (prog in _READERS or prog in _SEARCHERS):
+        args = [*args, stage.stdin]  # cat < f, grep p < f: f is read
     if prog == "cd":
         target = ctx.path(args[0]) if args and args[0] != "-" else "/~" if not args else None
         if target is not None and (not target.startswith("/") or _outside(target, ctx.root)):
@@ -395,6 +514,14 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
         events += [Event("list", ctx.step, ctx.path(p) if p else ctx.cwd) for p in pos or [""]]
     elif prog in ("touch", "mkdir") or prog == "tee":
         events += [ctx.event("create", p) for p in _positionals(args, set())[0]] if prog != "mkdir" else []
+        for p in _positionals(args, set())[0] if prog == "tee" else []:
+            ctx.written(p, stdin, "-a" in args)
+    elif prog == "patch" or (prog == "git" and args[:1] == ["apply"]):
+        events += _patch(prog, args[1:] if prog == "git" else args, ctx, stdin)
+        events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
+    elif _PYTHON.match(prog):
+        events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
+        events += _python(args, ctx, stdin)
     elif prog == "rm":
         events += [ctx.event("delete", p) for p in _positionals(args, set())[0]]
     elif prog in ("cp", "mv"):
@@ -435,13 +562,14 @@ def _attach_range(events: list[Event], stage: _Stage, before: _Stage) -> None:
 _PLAIN = frozenset(";&|\n()<>'\"\\#")  # a command free of these is whitespace-separated words, nothing else
 
 
-def _pipelines(command: str) -> list[list[_Stage]]:
-    """``_split(tokenize(strip_heredocs(command)))``; a command of plain words (a third of real ones:
-    ``cat a.py``, ``python x.py``) skips the tokeniser: its words are ``command.split()``."""
+def _pipelines(command: str) -> tuple[list[list[_Stage]], list[str]]:
+    """(``_split(tokenize(...))`` of the command lines, the heredoc bodies their stages read); a command of plain
+    words (a third of real ones: ``cat a.py``, ``python x.py``) skips the tokeniser: its words are ``command.split()``."""
     if _PLAIN.isdisjoint(command):
         words = command.split()
-        return [[_Stage(words)]] if words else []
-    return _split(tokenize(strip_heredocs(command)))
+        return ([[_Stage(words)]] if words else []), []
+    lines, bodies = _heredocs(command, placeholder=True)
+    return _split(tokenize(lines)), bodies
 
 
 class ShellParser:
@@ -466,6 +594,7 @@ class ShellParser:
         self.root, self.persistent, self.cwd = root, persistent, ""
         self.commands: dict[tuple[str, str], tuple[list[tuple], str]] = {}
         self.paths: dict[tuple[str, str], str | None] = {}
+        self.files: dict[str, str] = {}  # repository path -> the text the run wrote there (heredocs, editors)
 
     def __call__(self, command: str, step: int = 0, cwd: str | None = None) -> list[Event]:
         """Events of ``command`` run in ``cwd`` (default: the root, or where the session's last command left it)."""
@@ -473,8 +602,9 @@ class ShellParser:
         key = (command, start)
         done = self.commands.get(key)
         if done is None:
-            events, end = _parse_shell(command, step, self.root, start, self.paths)
-            self.commands[key] = ([(e.kind, e.path, e.pattern, e.lines, e.command) for e in events], end)
+            events, end, stateful = _parse_shell(command, step, self.root, start, self.paths, self.files)
+            if not stateful:
+                self.commands[key] = ([(e.kind, e.path, e.pattern, e.lines, e.command) for e in events], end)
         else:
             events = [Event(kind, step, path, pattern, lines, cmd) for kind, path, pattern, lines, cmd in done[0]]
             end = done[1]
@@ -486,22 +616,35 @@ class ShellParser:
         """A path the agent named, repository-relative from the session's working directory (``repo_path``)."""
         return _Context(0, self.root, self.cwd, self.paths).path(raw)
 
+    def wrote(self, raw: str, text: str | None) -> None:
+        """The run wrote ``text`` to ``raw`` by other means than the shell (an editor's ``create``); None: the
+        file changed in a way not known (its text is forgotten)."""
+        path = self.path(raw)
+        if path is None:
+            return
+        if text is None:
+            self.files.pop(path, None)
+        else:
+            self.files[path] = text
+
 
 def parse_shell(command: str, step: int = 0, root: str | None = None, cwd: str = "") -> list[Event]:
     """Events of one bash command line (several commands, pipes and heredocs allowed)."""
     return _parse_shell(command, step, root, cwd)[0]
 
 
-def _parse_shell(command: str, step: int, root: str | None, cwd: str,
-                 paths: dict | None = None) -> tuple[list[Event], str]:
-    """(events, the working directory the command line leaves its shell in)."""
-    ctx = _Context(step, root, cwd, paths)
+def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dict | None = None,
+                 files: dict | None = None) -> tuple[list[Event], str, bool]:
+    """(events, the working directory the command line leaves its shell in, whether the command read or wrote
+    the run's known file contents: its events may differ when it runs again)."""
+    ctx = _Context(step, root, cwd, paths, files)
+    pipelines, ctx.bodies = _pipelines(command)
     events: list[Event] = []
-    for pipeline in _pipelines(command):
+    for pipeline in pipelines:
         pipe_events: list[Event] = []
         for i, stage in enumerate(pipeline):
             if i and stage.words:
                 _attach_range(pipe_events, stage, pipeline[i - 1])
             pipe_events += _stage_events(stage, ctx, i == 0, pipe_events)
         events += pipe_events
-    return [e for e in events if e.kind in ("run", "search", "find", "list") or e.path is not None], ctx.cwd
+    return [e for e in events if e.kind in ("run", "search", "find", "list") or e.path is not None], ctx.cwd, ctx.stateful
