@@ -394,3 +394,22 @@ def test_scripts_and_patches_that_edit_no_known_file(commands):
     does not parse, a plain diff given to ``patch`` without ``-p`` (patch would ask), ``git apply --check``."""
     rec = supervision_record(parse_row(_mini_run(commands, _diff("bottle/http.py"))))
     assert "bottle/http.py" not in rec.edited_files
+
+
+@pytest.mark.parametrize("fmt", ["openhands", "swe-gym-openhands"])
+def test_a_script_an_editor_created_and_the_run_ran_edits(fmt):
+    """Function-calling agents write their fix scripts with the editor (``create`` + ``file_text``; OpenHands'
+    ``write`` + ``content``) and run them in the shell."""
+    script, path = "p = 'moto/athena/models.py'\nopen(p, 'w').write(open(p).read())", "/workspace/getmoto__moto__4.1/fix.py"
+    run = f"cd /workspace/getmoto__moto__4.1 && python {path}"
+    if fmt == "openhands":
+        row = {"instance_id": "getmoto__moto-5865", "test_result": {"git_patch": ""}, "history": [
+            {"source": "agent", "action": "write", "args": {"path": path, "content": script}},
+            {"source": "agent", "action": "run", "args": {"command": run}}]}
+    else:
+        row = {"instance_id": "getmoto__moto-5865", "run_id": "r", "test_result": {"git_patch": ""}, "messages": [
+            {"role": "user", "content": _UPLOADED},
+            _tool_call("str_replace_editor", command="create", path=path, file_text=script),
+            _tool_call("execute_bash", command=run)]}
+    assert [(e.kind, e.path) for e in parse_row(row).events if e.kind != "run"] == [
+        ("create", "fix.py"), ("edit", "moto/athena/models.py")]

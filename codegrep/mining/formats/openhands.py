@@ -51,10 +51,12 @@ def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = 
     if action == "read":
         return editor_events({"command": "view", "path": args.get("path"),
                               "view_range": args.get("view_range") or _start_end(args)}, step, None)
-    if action == "edit":
-        return editor_events({"command": args.get("command") or "edit", "path": args.get("path")}, step, None)
-    if action == "write":
-        return editor_events({"command": "create", "path": args.get("path")}, step, None)
+    if action in ("edit", "write"):
+        command = "create" if action == "write" else args.get("command") or "edit"
+        text = args.get("content") if action == "write" else args.get("file_text") if command == "create" else None
+        if shell is not None:  # a script the run may run later
+            shell.wrote(str(args.get("path") or ""), text if isinstance(text, str) else None)
+        return editor_events({"command": command, "path": args.get("path")}, step, None)
     if action == "run":
         return (shell or ShellParser())(str(args.get("command") or ""), step)
     if action == "run_ipython":

@@ -75,11 +75,19 @@ def tool_events(name: str, args: dict[str, Any], step: int, root: str | None,
     >>> sh = ShellParser("/testbed", persistent=True)
     >>> [(e.kind, e.path) for c in ("cd pkg", "cat a.py") for e in tool_events("bash", {"command": c}, 0, None, None, sh)]
     [('view', 'pkg/a.py')]
+    >>> fix = {"command": "create", "path": "/testbed/fix.py", "file_text": "open('/testbed/pkg/a.py', 'a')"}
+    >>> [(e.kind, e.path) for e in tool_events("str_replace_editor", fix, 1, None, None, sh)
+    ...  + tool_events("bash", {"command": "python /testbed/fix.py"}, 2, None, None, sh)]
+    [('create', 'fix.py'), ('run', None), ('edit', 'pkg/a.py')]
     """
     if name in _BASH_TOOLS:
         return (shell or ShellParser(root))(str(args.get("command") or args.get("cmd") or ""), step)
     if name in _EDITOR_TOOLS:
-        return editor_events(args, step, root, observation)
+        events = editor_events(args, step, root, observation)
+        if shell is not None and events and events[0].kind in ("create", "edit"):  # a script the run may run later
+            text = args.get("file_text") if events[0].kind == "create" else None
+            shell.wrote(str(args.get("path") or args.get("file_path") or ""), text if isinstance(text, str) else None)
+        return events
     return []
 
 
