@@ -413,3 +413,14 @@ def test_a_script_an_editor_created_and_the_run_ran_edits(fmt):
             _tool_call("execute_bash", command=run)]}
     assert [(e.kind, e.path) for e in parse_row(row).events if e.kind != "run"] == [
         ("create", "fix.py"), ("edit", "moto/athena/models.py")]
+
+
+def test_a_cd_in_a_subshell_ends_with_it():
+    """``(cd pkg && make)`` and ``$(cd pkg && pwd)`` change directory in a subshell only: the commands after it run
+    where the shell was (for one command line and across the commands of a persistent session)."""
+    assert [e.path for e in parse_shell("(cd pkg && cat a.py); cat b.py && cd lib && (cd sub; cat c.py) && cat d.py")
+            if e.kind == "view"] == ["pkg/a.py", "b.py", "lib/sub/c.py", "lib/d.py"]
+    rows = _PERSISTENT_SHELL_ROWS["openhands"]
+    history = [{"source": "agent", "action": "run", "args": {"command": "(cd moto && ls)"}},
+               {"source": "agent", "action": "run", "args": {"command": "cat setup.py"}}]
+    assert [e.path for e in parse_row({**rows, "history": history}).events if e.kind == "view"] == ["setup.py"]

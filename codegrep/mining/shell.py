@@ -146,6 +146,9 @@ def tokenize(command: str) -> list[str]:
             if tok[0] != "#" and ("\\\n" not in tok or tok.replace("\\\n", ""))]
 
 
+_SUBSHELL = {"(": _Stage(["("]), ")": _Stage([")"])}  # markers among the pipelines: a cd inside does not outlast it
+
+
 def _split(tokens: list[str]) -> list[list[_Stage]]:
     """Tokens -> pipelines of stages, redirection targets attached to their stage."""
     pipelines: list[list[_Stage]] = []
@@ -176,8 +179,10 @@ def _split(tokens: list[str]) -> list[list[_Stage]]:
             if tok.strip("\n") == "|" or tok == "|&":
                 stage = _Stage()
                 pipe.append(stage)
-            elif len(pipe) > 1 or stage.words or stage.writes:
+            elif len(pipe) > 1 or stage.words or stage.writes or tok in _SUBSHELL:
                 pipelines.append(pipe)
+                if tok in _SUBSHELL:  # ( and ): where a subshell (or a $(...)) begins and ends
+                    pipelines.append([_SUBSHELL[tok]])
                 stage = _Stage()
                 pipe = [stage]
         else:
@@ -640,7 +645,14 @@ def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dic
     ctx = _Context(step, root, cwd, paths, files)
     pipelines, ctx.bodies = _pipelines(command)
     events: list[Event] = []
+    outer: list[str] = []  # the working directories of the shells around the subshells now open
     for pipeline in pipelines:
+        if pipeline[0] is _SUBSHELL["("]:
+            outer.append(ctx.cwd)
+            continue
+        if pipeline[0] is _SUBSHELL[")"]:
+            ctx.cwd = outer.pop() if outer else ctx.cwd
+            continue
         pipe_events: list[Event] = []
         for i, stage in enumerate(pipeline):
             if i and stage.words:
