@@ -9,7 +9,7 @@ import pytest
 from codegrep.data.tasks import patch_files
 from codegrep.mining.formats import detect_format, parse_row
 from codegrep.mining.inputs import embedded_dir, open_text, report_beside
-from codegrep.mining.events import in_repo
+from codegrep.mining.events import event_call, in_repo
 from codegrep.mining.records import supervision_record
 from codegrep.mining.shell import parse_shell
 
@@ -424,3 +424,29 @@ def test_a_cd_in_a_subshell_ends_with_it():
     history = [{"source": "agent", "action": "run", "args": {"command": "(cd moto && ls)"}},
                {"source": "agent", "action": "run", "args": {"command": "cat setup.py"}}]
     assert [e.path for e in parse_row({**rows, "history": history}).events if e.kind == "view"] == ["setup.py"]
+
+
+@pytest.mark.parametrize("command, expected", [
+    # a wildcard names no one file: ls finds the files it matches, a search searches the directory before it
+    ("ls lib/tests/test_contour*", [("find", "lib/tests", "test_contour*")]),
+    ("grep -n foo astropy/io/*/connect.py pkg/a.py", [("search", "astropy/io", "foo"), ("search", "pkg/a.py", "foo")]),
+    ("git grep -n foo -- '*.py'", [("search", "", "foo")]),
+])
+def test_wildcard_paths(command, expected):
+    assert [(e.kind, e.path, e.pattern) for e in parse_shell(command)] == expected
+
+
+def test_a_wildcard_read_is_a_read_of_no_one_file():
+    """``cat pkg/*.py`` is a read (the step showed file contents) but names no file: no viewed file, no read call."""
+    rec = supervision_record(parse_row(_mini_run(["cat pkg/*.py", "cat pkg/a.py"])))
+    assert rec.viewed_files == ["pkg/a.py"] and rec.n_views == 1
+    assert [event_call(e) for e in parse_shell("cat pkg/*.py")] == [None]
+
+
+def test_a_wildcard_rm_deletes_the_files_it_matches():
+    """With no diff the files the run wrote stand in; ``rm repro_*.py`` removes the matching ones (only in that
+    directory: the shell's ``*`` stops at ``/``)."""
+    rec = supervision_record(parse_row(_mini_run([
+        "cat <<'EOF' > repro_a.py\nx\nEOF", "cat <<'EOF' > pkg/repro_b.py\nx\nEOF", "sed -i 's/a/b/' pkg/a.py",
+        "rm repro_*.py"])))
+    assert rec.patch_source == "actions" and rec.patch_files == ["pkg/repro_b.py", "pkg/a.py"]

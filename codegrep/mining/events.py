@@ -67,6 +67,20 @@ def repo_path(path: str | None, root: str | None = None) -> str | None:
     return out
 
 
+def glob_split(path: str | None) -> tuple[str, str] | None:
+    """(the directory, the pattern) of a path with a shell wildcard, split at its first wildcard component; None
+    for a plain path. A wildcard path names no one file (``cat pkg/*.py`` shows every match).
+
+    >>> glob_split("pkg/sub/*.py"), glob_split("lib/*/conf.py"), glob_split("pkg/a.py"), glob_split("test_[ab].py")
+    (('pkg/sub', '*.py'), ('lib', '*/conf.py'), None, ('', 'test_[ab].py'))
+    """
+    if not path or not any(c in path for c in "*?["):
+        return None
+    parts = path.split("/")
+    at = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
+    return "/".join(parts[:at]), "/".join(parts[at:])
+
+
 def in_repo(path: str | None) -> bool:
     """A non-empty repository-relative path (not absolute, not climbing out).
 
@@ -106,7 +120,8 @@ def event_call(event: Event, *, default_glob: str | None = "*", skip_artifacts: 
         return ToolCall("glob", {"pattern": pattern if "/" in pattern else f"**/{pattern}", **scope})
     if event.kind == "list" and in_scope:
         return ToolCall("glob", {"pattern": "*", **scope})
-    if event.kind == "view" and in_repo(event.path) and not (skip_artifacts and is_artifact(event.path)):
+    if event.kind == "view" and in_repo(event.path) and not glob_split(event.path) and not (
+            skip_artifacts and is_artifact(event.path)):
         args: dict[str, Any] = {"path": event.path}
         if event.lines:
             args["start_line"] = event.lines[0]

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
+from fnmatch import fnmatchcase
 from typing import Any
 
 from codegrep.data.tasks import Task, patch_files
-from codegrep.mining.events import Event, in_repo
+from codegrep.mining.events import Event, glob_split, in_repo
 from codegrep.mining.formats.base import Trajectory
 from codegrep.mining.targets import classify, is_artifact, new_files
 
@@ -99,14 +100,23 @@ def _ordered(paths: list[str]) -> list[str]:
     return list(dict.fromkeys(p for p in paths if in_repo(p)))
 
 
+def _matches(path: str, glob: str) -> bool:
+    """The shell's wildcard match: ``*`` stops at ``/``.
+
+    >>> _matches("repro_a.py", "repro_*.py"), _matches("pkg/sub/a.py", "pkg/*.py"), _matches("pkg/a.py", "pkg/*.py")
+    (True, False, True)
+    """
+    return path.count("/") == glob.count("/") and fnmatchcase(path, glob)
+
+
 def _final_writes(events: list[Event]) -> list[str]:
     """Files written and not deleted afterwards (stands in for a missing diff)."""
     alive: dict[str, None] = {}
     for e in events:
         if e.kind in _WRITES and in_repo(e.path):
             alive[e.path] = None
-        elif e.kind == "delete" and e.path is not None:
-            for p in [p for p in alive if p == e.path or p.startswith(e.path + "/")]:
+        elif e.kind == "delete" and e.path is not None:  # rm x, rm -r dir, rm repro_*.py
+            for p in [p for p in alive if p == e.path or p.startswith(e.path + "/") or _matches(p, e.path)]:
                 del alive[p]
     return list(alive)
 
@@ -136,9 +146,9 @@ def created_files(events: list[Event], existing: set[str] | frozenset[str] = fro
 
 
 def _views(events: list[Event], created: set[str]) -> list[Event]:
-    """Views of repository files the agent did not create itself."""
+    """Views of repository files the agent did not create itself (``cat pkg/*.py`` names no one file)."""
     return [e for e in events if e.kind == "view" and in_repo(e.path) and e.path not in created
-            and not is_artifact(e.path)]
+            and not is_artifact(e.path) and not glob_split(e.path)]
 
 
 def supervision_record(traj: Trajectory, task: Task | None = None) -> SupervisionRecord:

@@ -15,7 +15,7 @@ import posixpath
 import re
 from functools import lru_cache
 
-from codegrep.mining.events import Event, repo_path
+from codegrep.mining.events import Event, glob_split, repo_path
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 HEREDOC = "\x00"  # a heredoc's stand-in stdin file: HEREDOC + its index among the command's bodies
@@ -329,6 +329,8 @@ def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     return [ctx.event("view", p, lines=lines) for p in pos]
 
 
+
+
 def _perl(args: list[str], ctx: _Context) -> list[Event]:
     """``perl -pi -e SCRIPT f`` (``-i`` in any flag cluster, ``-i.bak``) edits ``f``; without ``-i`` it reads it.
 
@@ -362,7 +364,9 @@ def _search(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     if ctx.piped and not pos:
         return []  # filtering another command's output, not searching the repository
     scope = ctx.cwd if ctx.scope is None else ctx.scope
-    return [Event("search", ctx.step, ctx.path(s) if s else scope, pattern=pattern) for s in pos or [""]]
+    paths = [ctx.path(s) if s else scope for s in pos or [""]]
+    paths = [split[0] if split else p for p in paths for split in [glob_split(p)]]  # grep p pkg/*.py searches pkg
+    return [Event("search", ctx.step, p, pattern=pattern) for p in dict.fromkeys(paths)]
 
 
 def _find(args: list[str], ctx: _Context) -> list[Event]:
@@ -516,7 +520,9 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
         events += _perl(args, ctx)
     elif prog in ("ls", "tree"):
         pos, _ = _positionals(args, set())
-        events += [Event("list", ctx.step, ctx.path(p) if p else ctx.cwd) for p in pos or [""]]
+        for path in [ctx.path(p) for p in pos] or [ctx.cwd]:  # ls pkg/test_*: finds the files the wildcard matches
+            split = glob_split(path)
+            events.append(Event("find", ctx.step, *split) if split else Event("list", ctx.step, path))
     elif prog in ("touch", "mkdir") or prog == "tee":
         events += [ctx.event("create", p) for p in _positionals(args, set())[0]] if prog != "mkdir" else []
         for p in _positionals(args, set())[0] if prog == "tee" else []:
