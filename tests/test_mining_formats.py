@@ -450,3 +450,20 @@ def test_a_wildcard_rm_deletes_the_files_it_matches():
         "cat <<'EOF' > repro_a.py\nx\nEOF", "cat <<'EOF' > pkg/repro_b.py\nx\nEOF", "sed -i 's/a/b/' pkg/a.py",
         "rm repro_*.py"])))
     assert rec.patch_source == "actions" and rec.patch_files == ["pkg/repro_b.py", "pkg/a.py"]
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("git show HEAD:pkg/a.py | head -20", [("view", "pkg/a.py", (1, 20))]),  # a file at a revision
+    ("cd pkg && git show HEAD~1:./b.py", [("view", "pkg/b.py", None)]),
+    ("git show abc123 -- pkg/c.py", []),  # a commit, not a file
+    ("git blame -L 10,20 pkg/d.py", [("view", "pkg/d.py", (10, 20))]),
+    ("awk 'NR>=10 && NR<=20 {print NR\": \"$0}' pkg/a.py", [("view", "pkg/a.py", (10, 20))]),
+    ("awk 'NR==5,NR==9' pkg/a.py", [("view", "pkg/a.py", (5, 9))]),
+    ("awk '{print $1}' pkg/a.py", [("view", "pkg/a.py", None)]),
+    ("rg --files -g '*.py' pkg | grep models", [("find", "pkg", None)]),  # lists files: no search pattern
+    ("tree -L 2 pkg", [("list", "pkg", None)]),  # -L's value is not a directory
+    ("bash -c 'cd pkg && cat a.py' && cat b.py", [("view", "pkg/a.py", None), ("view", "b.py", None)]),
+    ("cat <<'EOF' > t.sh\ngrep -n x pkg/a.py\nEOF\nbash t.sh", [("create", "t.sh", None), ("search", "pkg/a.py", None)]),
+])
+def test_git_reads_awk_ranges_file_listings_and_child_shells(command, expected):
+    assert [(e.kind, e.path, e.lines) for e in parse_shell(command) if e.kind != "run"] == expected

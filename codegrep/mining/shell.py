@@ -42,6 +42,7 @@ _VALUED = {
            "--max-count", "--context", "--iglob", "-j", "--threads"},
     "head": {"-n", "-c"}, "tail": {"-n", "-c"}, "nl": {"-b", "-w", "-s", "-v", "-i"},
     "sed": {"-e", "-f", "-l"}, "awk": {"-F", "-v", "-f"}, "timeout": {"-s", "-k", "--signal"},
+    "tree": {"-L", "-I", "-P", "-o", "--filelimit"}, "ls": {"-I", "--ignore", "-w", "--width", "-T"},
     "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
               "--max-procs", "--max-lines", "--max-chars"},
 }
@@ -250,6 +251,7 @@ class _Context:
         self.files = {} if files is None else files  # path -> text the run wrote there, shared by its commands
         self.bodies: list[str] = []  # the command's heredoc bodies
         self.stateful = False  # the command used or changed ``files``
+        self.depth = 0  # shells around this one (bash -c ..., bash script.sh)
         self.piped = False  # the current stage reads another command's output
         self.scope: str | None = None  # what a searcher given no files searches, when not ``cwd`` (xargs)
         self.paths = {} if paths is None else paths  # (raw, cwd) -> path, shared by one run's commands
@@ -317,7 +319,8 @@ def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
             return [ctx.event("edit", p) for p in pos]
         return [ctx.event("view", p, lines=_sed_lines(script)) for p in pos]
     if prog == "awk":
-        pos = pos[1:] if "-f" not in opts else pos
+        script = pos.pop(0) if "-f" not in opts and pos else ""
+        return [ctx.event("view", p, lines=_awk_lines(script)) for p in pos]
     if prog in ("less", "more"):
         pos = [p for p in pos if not p.startswith("+")]  # +N, +/pattern: where to start, not a file
     lines = None
@@ -329,6 +332,27 @@ def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     return [ctx.event("view", p, lines=lines) for p in pos]
 
 
+_AWK_RANGE = re.compile(r"^\s*NR\s*(==|>=|>)\s*(\d+)\s*(?:(&&|,)\s*NR\s*(==|<=|<)\s*(\d+))?\s*(\{|$)")
+
+
+def _awk_lines(script: str) -> tuple[int, int] | None:
+    """The lines an awk program that selects by line number prints: ``NR>=a && NR<=b``, ``NR==a,NR==b``,
+    ``NR==a``, ``NR>a`` (to the end), with or without an action.
+
+    >>> [_awk_lines(s) for s in ("NR>=10 && NR<=20", "NR==5,NR==9 {print}", "NR==7", "NR>3 && NR<8", "NR>100",
+    ...  "{print $1}", "NR%2==0")]
+    [(10, 20), (5, 9), (7, 7), (4, 7), (101, -1), None, None]
+    """
+    m = _AWK_RANGE.match(script)
+    if not m:
+        return None
+    op, a, join, op2, b = m.group(1), int(m.group(2)), m.group(3), m.group(4), m.group(5)
+    start = a + 1 if op == ">" else a
+    if join is None:
+        return (start, start) if op == "==" else (start, -1)
+    if (join == ",") != (op == "==" and op2 == "=="):
+        return None  # NR==a && NR==b, NR>=a,NR<=b: not a plain range
+    return start, int(b) - 1 if op2 == "<" else int(b)
 
 
 def _perl(args: list[str], ctx: _Context) -> list[Event]:
@@ -358,6 +382,9 @@ def _perl(args: list[str], ctx: _Context) -> list[Event]:
 
 def _search(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     pos, opts = _positionals(args, _VALUED["rg" if prog in ("rg", "ag") else "grep"])
+    if prog == "rg" and "--files" in opts:  # rg --files [-g GLOB] [dir]: lists files, searches none
+        glob = opts.get("-g") or opts.get("--glob") or opts.get("--iglob")
+        return [Event("find", ctx.step, ctx.path(p) if p else ctx.cwd, pattern=glob) for p in pos or [""]]
     pattern = opts.get("-e") or opts.get("--regexp")
     if pattern is None and pos:
         pattern = pos.pop(0)
@@ -452,6 +479,55 @@ def _patch(prog: str, args: list[str], ctx: _Context, stdin: str | None) -> list
     return [ctx.event("edit", t) for t in dict.fromkeys(targets)]
 
 
+_SHELLS = {"bash", "sh", "zsh", "dash"}
+_MAX_DEPTH = 4  # scripts that run scripts: as deep as this
+
+
+def _subshell(args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
+    """``bash -c 'cmd'``, ``bash script.sh`` of a script the run wrote, ``bash <<EOF``: the commands run in a child
+    shell (a cd there does not come back).
+
+    >>> [(e.kind, e.path) for e in parse_shell("cat <<'EOF' > t.sh\\ncat pkg/a.py\\nEOF\\nbash t.sh && sh -c 'grep -n x pkg/b.py'")]
+    [('create', 't.sh'), ('run', None), ('view', 'pkg/a.py'), ('run', None), ('search', 'pkg/b.py')]
+    """
+    code, i = stdin, 0
+    while i < len(args):
+        a = args[i]
+        if a == "-c" or (a.startswith("-") and not a.startswith("--") and a.endswith("c")):
+            code = args[i + 1] if i + 1 < len(args) else None
+            break
+        if not a.startswith("-"):
+            code = ctx.text(a)
+            break
+        i += 1
+    if not code or ctx.depth >= _MAX_DEPTH:
+        return []
+    events, _, stateful = _parse_shell(code, ctx.step, ctx.root, ctx.cwd, ctx.paths, ctx.files, ctx.depth + 1)
+    ctx.stateful |= stateful
+    return events
+
+
+def _git_read(sub: str, args: list[str], ctx: _Context) -> list[Event]:
+    """``git show REV:path`` shows a file (the path is from the repository root, or from the working directory
+    when it begins ``./``); ``git blame [-L a,b] f`` shows f's lines. ``git show REV [-- f]`` shows a commit: no read.
+
+    >>> [(e.path, e.lines) for c in ("git show HEAD:pkg/a.py", "cd pkg && git show HEAD~1:./b.py", "git show abc -- pkg/c.py",
+    ...  "git blame -L 10,20 pkg/d.py") for e in parse_shell(c) if e.kind == "view"]
+    [('pkg/a.py', None), ('pkg/b.py', None), ('pkg/d.py', (10, 20))]
+    """
+    pos, opts = _positionals(args, {"-L", "--format", "--pretty", "-C", "-S", "--contents"})
+    if sub == "blame":
+        lines = _sed_lines((opts.get("-L") or "") + "p")
+        return [ctx.event("view", p, lines=lines) for p in pos[-1:]]
+    out = []
+    for p in pos:
+        rev, colon, path = p.partition(":")
+        if colon and rev and path:
+            out.append(ctx.event("view", path) if path.startswith("./") or path.startswith("../") else
+                       Event("view", ctx.step, repo_path(path, ctx.root)))
+    return out
+
+
 def _xargs(args: list[str], ctx: _Context, upstream: list[Event]) -> list[Event]:
     """``... | xargs [options] CMD ARGS``: CMD runs on the names the pipeline produced. A search given no files of
     its own searches those names: the scope of the last find/search/list before it, else the working directory.
@@ -514,12 +590,18 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
         events += _search(prog, args, ctx)
     elif prog == "git" and args[:1] == ["grep"]:
         events += _search("grep", args[1:], ctx)
+    elif prog == "git" and args[:1] in (["show"], ["blame"]):
+        events += _git_read(args[0], args[1:], ctx)
+        events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
     elif prog == "find":
         events += _find(args, ctx)
     elif prog == "perl":
         events += _perl(args, ctx)
+    elif prog in _SHELLS:
+        events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
+        events += _subshell(args, ctx, stdin)
     elif prog in ("ls", "tree"):
-        pos, _ = _positionals(args, set())
+        pos, _ = _positionals(args, _VALUED[prog])
         for path in [ctx.path(p) for p in pos] or [ctx.cwd]:  # ls pkg/test_*: finds the files the wildcard matches
             split = glob_split(path)
             events.append(Event("find", ctx.step, *split) if split else Event("list", ctx.step, path))
@@ -645,10 +727,11 @@ def parse_shell(command: str, step: int = 0, root: str | None = None, cwd: str =
 
 
 def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dict | None = None,
-                 files: dict | None = None) -> tuple[list[Event], str, bool]:
+                 files: dict | None = None, depth: int = 0) -> tuple[list[Event], str, bool]:
     """(events, the working directory the command line leaves its shell in, whether the command read or wrote
     the run's known file contents: its events may differ when it runs again)."""
     ctx = _Context(step, root, cwd, paths, files)
+    ctx.depth = depth
     pipelines, ctx.bodies = _pipelines(command)
     events: list[Event] = []
     outer: list[str] = []  # the working directories of the shells around the subshells now open
