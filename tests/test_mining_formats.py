@@ -467,3 +467,18 @@ def test_a_wildcard_rm_deletes_the_files_it_matches():
 ])
 def test_git_reads_awk_ranges_file_listings_and_child_shells(command, expected):
     assert [(e.kind, e.path, e.lines) for e in parse_shell(command) if e.kind != "run"] == expected
+
+
+def test_swe_agent_root_script_text_and_a_visit_outside():
+    """A SWE-agent run's root is where its recorded states are (the shallowest working directory was taken: a run
+    that once stood in /tmp had /tmp as its root, and its repository reads were outside it); the text of a file
+    it created with ``str_replace_editor create --file_text`` (over several lines) is the script it then ran."""
+    state = {"working_dir": "/moto"}
+    row = {"instance_id": "getmoto__moto-5865", "info": {"submission": ""}, "trajectory": [
+        {"action": "cd /tmp && ls", "observation": "", "state": {"working_dir": "/tmp"}},
+        {"action": "cd /moto && cat moto/a.py", "observation": "", "state": state},
+        {"action": "str_replace_editor create /moto/fix.py --file_text 'p = \"moto/b.py\"\ns = open(p).read()\n"
+                   "open(p, \"w\").write(s)\n'", "observation": "", "state": state},
+        {"action": "python fix.py", "observation": "", "state": state}]}
+    assert [(e.kind, e.path) for e in parse_row(row).events if e.kind in ("view", "edit", "create")] == [
+        ("view", "moto/a.py"), ("create", "fix.py"), ("edit", "moto/b.py")]

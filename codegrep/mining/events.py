@@ -9,7 +9,7 @@ from codegrep.env.contract import ToolCall
 from codegrep.metrics import normalize_path
 from codegrep.mining.targets import is_artifact
 
-_SANDBOX_ROOT = re.compile(r"^/(testbed|repo|app|workspace/[^/]+)/?$")  # the checkout itself
+SANDBOX_ROOT = re.compile(r"^/(testbed|repo|app|workspace/[^/]+)/?$")  # the checkout itself
 _HOME = re.compile(r"^(~[^/]*|\$HOME|\$\{HOME\})(?=/|$)")  # ~, ~user, $HOME, ${HOME}: the home directory
 _UNEXPANDED = re.compile(r"(^|/)\$|\$[({]|`")  # $VAR, ${VAR}, $(cmd), `cmd`: a path the shell had to expand
 EVENT_KINDS = ("view", "search", "find", "list", "edit", "create", "delete", "run")
@@ -59,7 +59,7 @@ def repo_path(path: str | None, root: str | None = None) -> str | None:
         p = _HOME.sub("/~", p, count=1)
     if ("$" in p or "`" in p) and _UNEXPANDED.search(p):
         return None
-    if (root and p.rstrip("/") == root.rstrip("/")) or _SANDBOX_ROOT.match(p):
+    if (root and p.rstrip("/") == root.rstrip("/")) or SANDBOX_ROOT.match(p):
         return ""
     out = normalize_path(p, repo_root=root)
     if p.startswith("/") and out == normalize_path(p.lstrip("/")):

@@ -6,7 +6,7 @@ import re
 import shlex
 from typing import Any
 
-from codegrep.mining.events import Event, repo_path
+from codegrep.mining.events import SANDBOX_ROOT, Event, repo_path
 from codegrep.mining.formats.base import (Trajectory, content_text, issue_text, loose_mapping,
                                           strip_run_suffix)
 from codegrep.mining.formats.tools import editor_events
@@ -75,16 +75,37 @@ class _Viewer:
             return [Event("search", step, path(args[1]) if len(args) > 1 else self.shell.cwd, pattern=args[0])]
         if cmd == "find_file" and args:
             return [Event("find", step, path(args[1]) if len(args) > 1 else self.shell.cwd, pattern=args[0])]
-        if cmd in ("str_replace_editor", "filemap") and args:
-            sub = {"command": args[0], "path": args[1] if len(args) > 1 else ""} if cmd != "filemap" else \
-                {"command": "view", "path": args[0]}
-            if "--view_range" in args[:-2]:  # str_replace_editor view PATH --view_range START END
-                at = args.index("--view_range")
-                sub["view_range"] = args[at + 1:at + 3]
-            return editor_events(sub, step, self.root)
+        if cmd == "filemap" and args:
+            return editor_events({"command": "view", "path": args[0]}, step, self.root)
+        if cmd == "str_replace_editor" and args:
+            return self.editor(action, args, step)
         if cmd in ("submit", "exit_forfeit", "exit_cost", "exit_context", "exit_format", "exit_error"):
             return []
         return self.shell(action, step)
+
+    def editor(self, action: str, args: list[str], step: int) -> list[Event]:
+        """``str_replace_editor COMMAND PATH [--view_range A B] [--file_text T] ...``: the options may span lines
+        (a created file's text), so the whole action is split; a created file's text is remembered (a script the
+        run may run).
+
+        >>> v = _Viewer("/testbed")
+        >>> [(e.kind, e.path) for e in v.command("str_replace_editor create /testbed/fix.py --file_text 'p = \\"pkg/a.py\\"\\n"
+        ...  "open(p, \\"a\\").write(\\"x\\")\\n'", 0) + v.command("python fix.py", 1)]
+        [('create', 'fix.py'), ('run', None), ('edit', 'pkg/a.py')]
+        """
+        try:
+            words = shlex.split(action)[1:]
+        except ValueError:
+            words = args
+        sub: dict[str, Any] = {"command": words[0], "path": words[1] if len(words) > 1 else ""}
+        for option, key, n in (("--view_range", "view_range", 2), ("--file_text", "file_text", 1)):
+            if option in words[2:-n]:
+                at = words.index(option)
+                sub[key] = words[at + 1:at + 1 + n] if n > 1 else words[at + 1]
+        events = editor_events(sub, step, self.root)
+        if events and events[0].kind in ("create", "edit"):
+            self.shell.wrote(sub["path"], sub.get("file_text") if events[0].kind == "create" else None)
+        return events
 
 
 def traj_usage(info: Any) -> tuple[int, int] | None:
@@ -120,10 +141,20 @@ def _traj_root(history: list[dict[str, Any]], states: list[dict[str, Any]]) -> s
     '/moto'
     >>> _traj_root([], [{"working_dir": "/moto/moto"}, {"working_dir": "/moto"}, {}])
     '/moto'
+    >>> _traj_root([], [{"working_dir": "/tmp"}, {"working_dir": "/moto"}, {"working_dir": "/moto/moto"}])
+    '/moto'
     """
     m = _CWD.search(_issue_turn(history))
-    dirs = [s["working_dir"] for s in states if isinstance(s.get("working_dir"), str) and s["working_dir"]]
-    return m.group(1) if m else min(dirs, key=len) if dirs else None
+    if m:
+        return m.group(1)
+    dirs = [s["working_dir"].rstrip("/") or "/" for s in states if isinstance(s.get("working_dir"), str) and s["working_dir"]]
+    if not dirs:
+        return None
+    sandbox = [d for d in dirs if SANDBOX_ROOT.match(d)]
+    if sandbox:
+        return sandbox[0]
+    # the directory most states are in or under (a visit to /tmp is not the checkout), the shallowest on a tie
+    return max(dict.fromkeys(dirs), key=lambda d: (sum(x == d or x.startswith(d + "/") for x in dirs), -len(d)))
 
 
 def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Trajectory:
