@@ -482,3 +482,12 @@ def test_swe_agent_root_script_text_and_a_visit_outside():
         {"action": "python fix.py", "observation": "", "state": state}]}
     assert [(e.kind, e.path) for e in parse_row(row).events if e.kind in ("view", "edit", "create")] == [
         ("view", "moto/a.py"), ("create", "fix.py"), ("edit", "moto/b.py")]
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("sed -i '' 's/a/b/' pkg/a.py", [("edit", "pkg/a.py")]),  # BSD sed: '' is the backup suffix, not a file
+    ("echo x | tee -a pkg/a.py", [("edit", "pkg/a.py")]),  # appends to an existing file
+    ("echo x | tee pkg/b.py", [("create", "pkg/b.py")]),
+])
+def test_bsd_sed_and_tee_append(command, expected):
+    assert [(e.kind, e.path) for e in parse_shell(command) if e.kind != "run"] == expected

@@ -314,6 +314,8 @@ def _sed_lines(script: str) -> tuple[int, int] | None:
 def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     pos, opts = _positionals(args, _VALUED.get(prog, set()))
     if prog == "sed":
+        if "-i" in opts and pos[:1] == [""]:
+            pos.pop(0)  # BSD sed's -i '': an empty backup suffix, not the script
         script = opts.get("-e") or (pos.pop(0) if pos else "")
         if any(_SED_IN_PLACE.match(k) or k == "--in-place" for k in opts):
             return [ctx.event("edit", p) for p in pos]
@@ -606,9 +608,11 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
             split = glob_split(path)
             events.append(Event("find", ctx.step, *split) if split else Event("list", ctx.step, path))
     elif prog in ("touch", "mkdir") or prog == "tee":
-        events += [ctx.event("create", p) for p in _positionals(args, set())[0]] if prog != "mkdir" else []
+        append = prog == "tee" and ("-a" in args or "--append" in args)  # tee -a f: adds to f
+        events += [ctx.event("edit" if append else "create", p) for p in _positionals(args, set())[0]] \
+            if prog != "mkdir" else []
         for p in _positionals(args, set())[0] if prog == "tee" else []:
-            ctx.written(p, stdin, "-a" in args)
+            ctx.written(p, stdin, append)
     elif prog == "patch" or (prog == "git" and args[:1] == ["apply"]):
         events += _patch(prog, args[1:] if prog == "git" else args, ctx, stdin)
         events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
