@@ -8,36 +8,44 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+from functools import lru_cache
 
 from codegrep.data.patches import patch_changes
 
 _PATH_FUNCS = {"Path", "PurePath", "PosixPath"}
+_WRITE_MODE = re.compile(r"""(['"])[rbt]*[wax+][rwaxbt+]*\1""")  # a literal open() mode that writes
 _MINUS = re.compile(r"^--- (\S[^\t\n]*)[^\n]*\n\+\+\+ (\S[^\t\n]*)", re.M)  # a unified diff's file header
 
 
-def python_writes(code: str) -> list[tuple[str, bool]]:
+@lru_cache(maxsize=256)
+def python_writes(code: str) -> tuple[tuple[str, bool], ...]:
     """(path, modified) of every literal path the code opens for writing, in source order; ``modified``: the
     code also reads that path, or appends to or updates it (an edit of a file that was there), rather than
     only writing it (a new file). Code that does not parse writes nothing (Python would not run it).
 
     >>> python_writes("p = 'pkg/a.py'\\nwith open(p) as f:\\n    s = f.read()\\nwith open(p, 'w') as f:\\n    f.write(s)")
-    [('pkg/a.py', True)]
+    (('pkg/a.py', True),)
     >>> python_writes("open('out.txt', 'w').write('x'); open('log.txt', mode='a')")
-    [('out.txt', False), ('log.txt', True)]
+    (('out.txt', False), ('log.txt', True))
     >>> python_writes("from pathlib import Path\\nf = Path('pkg/b.py')\\nf.write_text(f.read_text().replace('a', 'b'))")
-    [('pkg/b.py', True)]
+    (('pkg/b.py', True),)
     >>> python_writes("import sys\\nopen(sys.argv[1], 'w')"), python_writes("open('a.py', 'w'"), python_writes("open('a.py')")
-    ([], [], [])
+    ((), (), ())
     """
+    if "write_text" not in code and "write_bytes" not in code and not _WRITE_MODE.search(code):
+        return ()  # a write this reads needs a literal mode ('w', "a+", 'wb' ...) or write_text/write_bytes
     try:
         with warnings.catch_warnings():  # an agent's invalid escape ('\\d') is its script's business
             warnings.simplefilter("ignore")
             tree = ast.parse(code)
     except (SyntaxError, ValueError):
-        return []
+        return ()
     names: dict[str, list[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
+    calls = []
+    for node in ast.walk(tree):  # one walk: names bound to literals (in walk order, as before), the calls
+        if isinstance(node, ast.Call):
+            calls.append(node)
+        elif isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     names.setdefault(target.id, []).extend(_literals(node.value, names))
@@ -45,9 +53,7 @@ def python_writes(code: str) -> list[tuple[str, bool]]:
             names.setdefault(node.target.id, []).extend(s for e in node.iter.elts for s in _literals(e, names))
     writes: list[tuple[int, int, str, bool]] = []
     reads: set[str] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in calls:
         target, mode = _opened(node)
         if target is None:
             continue
@@ -59,7 +65,7 @@ def python_writes(code: str) -> list[tuple[str, bool]]:
     out: dict[str, bool] = {}
     for _, _, path, updated in sorted(writes):
         out[path] = out.get(path, False) or updated or path in reads
-    return list(out.items())
+    return tuple(out.items())
 
 
 def _literals(expr: ast.AST, names: dict[str, list[str]]) -> list[str]:

@@ -440,7 +440,7 @@ def _python(args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
             code = ctx.text(a)
             break
         i += 2 if a in ("-W", "-X") else 1
-    writes = python_writes(code) if code else []
+    writes = python_writes(code) if code else ()
     for path, _ in writes:
         ctx.written(path, None)
     return [ctx.event("edit" if modified else "create", path) for path, modified in writes]
