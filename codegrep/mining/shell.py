@@ -572,7 +572,7 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
             words = words[words.index(pos[0]) + 1:] if pos else []
     events = [ctx.event("edit" if append else "create", p) for p, append in stage.writes]
     prog, args = (words[0].rpartition("/")[2], words[1:]) if words else ("", [])
-    stdin = ctx.stdin(stage)
+    stdin = None if stage.stdin is None else ctx.stdin(stage)
     for p, append in stage.writes:  # cat <<EOF > f: the run knows what f holds (a script it may run, a patch)
         ctx.written(p, stdin if prog in ("cat", "") and not args else None, append)
     if not words:
@@ -616,7 +616,7 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
     elif prog == "patch" or (prog == "git" and args[:1] == ["apply"]):
         events += _patch(prog, args[1:] if prog == "git" else args, ctx, stdin)
         events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
-    elif _PYTHON.match(prog):
+    elif prog.startswith("python") and _PYTHON.match(prog):
         events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
         events += _python(args, ctx, stdin)
     elif prog == "rm":
