@@ -393,9 +393,7 @@ def _search(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     if ctx.piped and not pos:
         return []  # filtering another command's output, not searching the repository
     scope = ctx.cwd if ctx.scope is None else ctx.scope
-    paths = [ctx.path(s) if s else scope for s in pos or [""]]
-    paths = [split[0] if split else p for p in paths for split in [glob_split(p)]]  # grep p pkg/*.py searches pkg
-    return [Event("search", ctx.step, p, pattern=pattern) for p in dict.fromkeys(paths)]
+    return [Event("search", ctx.step, ctx.path(s) if s else scope, pattern=pattern) for s in pos or [""]]
 
 
 def _find(args: list[str], ctx: _Context) -> list[Event]:
