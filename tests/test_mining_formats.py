@@ -85,6 +85,10 @@ def test_comments_are_not_commands(command, expected):
     ("tail -n 30 pkg/a.py | head -n 20", None),  # shipped: the last 30 lines' first 20, not lines 1-20
     ("cat -n pkg/a.py | tail -n 30 | head -n 20", None),
     ("nl -ba pkg/a.py | sed -n '10,40p'", (10, 40)),
+    # a range taken from a range with a known end stays inside it (shipped: 'head -n 152 f | tail -n 10')
+    ("head -n 152 django/contrib/postgres/forms/array.py | tail -n 10", (143, 152)),
+    ("sed -n '100,200p' pkg/a.py | head -5", (100, 104)),
+    ("head -n 30 pkg/a.py | sed -n '20,40p'", (20, 30)),
 ])
 def test_tail_line_ranges(command, lines):
     assert [(e.kind, e.lines) for e in parse_shell(command)] == [("view", lines)]

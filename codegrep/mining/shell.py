@@ -629,29 +629,43 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
 
 
 def _attach_range(events: list[Event], stage: _Stage, before: _Stage) -> None:
-    """``nl -ba f | sed -n 'a,bp'`` / ``cat f | head -n N``: the range belongs to the view of ``f``; after a view
-    from line K to the end (``tail -n +K f | head -n N``) it counts from line K. ``tail -n N f`` (the last N
-    lines) ends where the file does, which is not known: no range.
+    """``nl -ba f | sed -n 'a,bp'`` / ``cat f | head -n N``: the range belongs to the view of ``f``, counted from
+    where that view starts (``tail -n +K f | head -n N`` is lines K..K+N-1) and within where it ends (``head -n
+    152 f | tail -n 10`` is lines 143-152). ``tail -n N f`` (the last N lines) ends where the file does, which is
+    not known: no range, nor for what is taken from it.
 
-    >>> [e.lines for c in ("tail -n +100 a.py | head -n 20", "sed -n '5,$p' a.py | sed -n '2,3p'", "tail -5 a.py | head -2")
-    ...  for e in parse_shell(c)]
-    [(100, 119), (6, 7), None]
+    >>> [e.lines for c in ("tail -n +100 a.py | head -n 20", "sed -n '5,$p' a.py | sed -n '2,3p'", "tail -5 a.py | head -2",
+    ...  "head -n 152 a.py | tail -n 10", "sed -n '100,200p' a.py | head -5", "head -n 30 a.py | sed -n '20,40p'",
+    ...  "cat a.py | tail -n 5") for e in parse_shell(c)]
+    [(100, 119), (6, 7), None, (143, 152), (100, 104), (20, 30), None]
     """
     prog, args = stage.words[0].rpartition("/")[2] if stage.words else "", stage.words[1:]
-    views = [e for e in events if e.kind == "view" and (e.lines is None or e.lines[1] == -1)]
-    if not views or prog not in ("sed", "head") or (before.words[:1] == ["tail"] and views[-1].lines is None):
+    views = [e for e in events if e.kind == "view"]
+    if not views or prog not in ("sed", "head", "tail") or (before.words[:1] == ["tail"] and views[-1].lines is None):
         return
     pos, opts = _positionals(args, _VALUED[prog])
     if pos[1:] if prog == "sed" else pos:
         return  # the stage reads its own files
-    if prog == "sed":
+    view = views[-1]
+    start, end = view.lines or (1, -1)
+    n = opts.get("-n") or next((k[1:] for k in opts if k[1:].isdigit()), None)
+    if prog == "tail":
+        if n and n[0] == "+" and n[1:].isdigit():
+            lines = (int(n[1:]), -1)
+        elif n and n.isdigit() and end != -1:  # the last N lines of a range whose end is known
+            view.lines = (max(start, end - int(n) + 1), end)
+            return
+        else:
+            return
+    elif prog == "sed":
         lines = _sed_lines(opts.get("-e") or (pos[0] if pos else ""))
     else:
-        n = opts.get("-n") or next((k[1:] for k in opts if k[1:].isdigit()), None)
         lines = (1, int(n)) if n and n.isdigit() else None
     if lines:
-        start = views[-1].lines[0] if views[-1].lines else 1
-        views[-1].lines = (start + lines[0] - 1, -1 if lines[1] == -1 else start + lines[1] - 1)
+        first = start + lines[0] - 1
+        last = end if lines[1] == -1 else start + lines[1] - 1 if end == -1 else min(end, start + lines[1] - 1)
+        if last == -1 or first <= last:  # past the end of what the view showed: nothing shown, the view stays
+            view.lines = (first, last)
 
 
 _PLAIN = frozenset(";&|\n()<>'\"\\#")  # a command free of these is whitespace-separated words, nothing else
