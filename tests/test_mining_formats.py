@@ -495,3 +495,10 @@ def test_swe_agent_root_script_text_and_a_visit_outside():
 ])
 def test_bsd_sed_and_tee_append(command, expected):
     assert [(e.kind, e.path) for e in parse_shell(command) if e.kind != "run"] == expected
+
+
+def test_a_program_beyond_the_parsers_limits_is_no_error():
+    """``ast.parse`` raises MemoryError on 100,000 nested unary minuses: the run is mined, the program writes
+    nothing known (it raised out of mining before)."""
+    code = "x = " + "-" * 100000 + "1\nopen('pkg/a.py', 'w')"
+    assert [e.kind for e in parse_shell(f"python -c \"{code}\"")] == ["run"]

@@ -38,7 +38,7 @@ def python_writes(code: str) -> tuple[tuple[str, bool], ...]:
         with warnings.catch_warnings():  # an agent's invalid escape ('\\d') is its script's business
             warnings.simplefilter("ignore")
             tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, or beyond the parser's limits
         return ()
     names: dict[str, list[str]] = {}
     calls = []
