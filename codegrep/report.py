@@ -459,7 +459,7 @@ def update_readme(readme: Path, run_dir: Path | None = None, check: bool = False
                         "(save one with `codegrep report --artifacts DIR --save-results`)")
     read_json_object(run_dir / "run.json")  # a corrupt run record or headline is one line naming it (file:line),
     read_headlines(run_dir)  # not a table of "not measured" that replaces a good one
-    text = readme.read_text()
+    text = read_text(readme, "--readme")
     if text.count(README_BEGIN) != 1 or text.count(README_END) != 1:
         raise UserError(f"{readme}: needs exactly one pair of markers {README_BEGIN!r} ... {README_END!r}")
     try:

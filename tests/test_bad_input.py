@@ -401,6 +401,10 @@ CASES = [
     Case("bench mcp --files 0", ["bench", "mcp", "--files", "0"], ["--files", "'0'"]),
     Case("bench mcp --out under a file", ["bench", "mcp", "--files", "10", "--queries", "1", "--out",
                                           f"{T}/f.txt/r.json"], ["--out", "f.txt"], {"f.txt": "keep\n"}),
+    # ---- second sweep (every sub-command's path/number/choice arguments): tracebacks, silent results, late refusals
+    Case("report --readme not UTF-8", ["report", "--readme", f"{T}/README.md", "--results", f"{T}/res"],
+         ["--readme", "README.md", "UTF-8"],
+         {"README.md": f"caf\xe9\n{README_BEGIN}\n{README_END}\n".encode("latin-1"), "res/run.json": "{}"}),
 ]
 
 
