@@ -192,8 +192,9 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.P
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if getattr(exc, "filename", None) is not None and exc.filename != str(tmp):
-            raise  # an error of another file (an input read while writing) names itself
+        if getattr(exc, "filename", None) is not None and exc.filename != str(tmp) or exc.errno is None:
+            raise  # an error of another file (an input read while writing) names itself; one without an errno was
+            # raised by code in the block (a repository not available offline), not by writing (see write_errors)
         raise _write_error(_label(p, label), exc) from None
     except BaseException:
         with contextlib.suppress(OSError):

@@ -504,6 +504,24 @@ def test_evaluate_a_repository_not_available_offline_is_said_as_such_not_as_a_wr
     assert "not available offline" in last and "cannot write" not in last, last
 
 
+def test_downstream_a_repository_not_available_offline_is_said_as_such_not_as_a_write_error(tmp_path, capsys,
+                                                                                            monkeypatch):
+    """The same for a live agent's run (``downstream --agent mini-swe-agent``): ``atomic_write`` wrapped the
+    resolver's OSError (raised by code, no errno) as '--out: cannot write (...)'; the earlier --out is kept."""
+    monkeypatch.setenv("CODEGREP_OFFLINE", "1")
+    monkeypatch.setenv("CODEGREP_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "t.jsonl").write_text(jl(GOOD))
+    (tmp_path / "d.jsonl").write_text("keep\n")
+    rc, out, err = run_cli(["downstream", "--tasks", str(tmp_path / "t.jsonl"), "--agent", "mini-swe-agent",
+                            "--endpoint", "http://127.0.0.1:9/v1", "--candidates", "none",
+                            "--out", str(tmp_path / "d.jsonl")], capsys)
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and "Traceback" not in err and not out.strip(), err
+    assert last.startswith("codegrep downstream: error: repository o/n at commit " + "a" * 40), last
+    assert "not available offline" in last and "cannot write" not in last, last
+    assert (tmp_path / "d.jsonl").read_text() == "keep\n"
+
+
 def test_retrieve_in_a_bare_repository_without_commit_says_so(tmp_path, capsys):
     """A bare clone (what --repos directories hold) has no work tree: ranking its git directory found nothing and
     said 'no file ... matched the issue text', as if the issue matched no code."""
