@@ -405,6 +405,12 @@ CASES = [
     Case("report --readme not UTF-8", ["report", "--readme", f"{T}/README.md", "--results", f"{T}/res"],
          ["--readme", "README.md", "UTF-8"],
          {"README.md": f"caf\xe9\n{README_BEGIN}\n{README_END}\n".encode("latin-1"), "res/run.json": "{}"}),
+    Case("downstream --out is a directory (refused before the run)", ["downstream", "--tasks", "mined", "--candidates",
+                                                                       "none", "--out", f"{T}/od"],
+         ["--out", "od", "is a directory"], dirs=["od"]),
+    Case("downstream --candidates empty (not 'nothing retrieved for every task')",
+         ["downstream", "--tasks", "mined", "--candidates", f"{T}/c.jsonl", "--out", f"{T}/d.jsonl"],
+         ["c.jsonl", "no candidates rows", "--candidates none"], {"c.jsonl": "", "d.jsonl": "keep\n"}),
 ]
 
 

@@ -30,6 +30,9 @@ def load_candidates(path: str | Path) -> dict[str, list[str]]:
         if "instance_id" not in row or not isinstance(row.get("files"), list):
             raise ValueError(f"{p}:{n}: a candidates row needs 'instance_id' and a 'files' list")
         out[row["instance_id"]] = dedupe(row["files"])
+    if not out:  # not "retrieval found nothing for every task": an empty or cut file is a mistake
+        raise UserError(f"{p}: no candidates rows (one per instance: instance_id, files); use --candidates none "
+                        "for a run without candidates")
     return out
 
 

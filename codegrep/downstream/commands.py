@@ -119,6 +119,8 @@ def cmd_downstream(args: argparse.Namespace) -> int:
                          "is given")
     candidates = None if args.candidates.lower() == "none" else load_candidates(args.candidates)
     compared = read_results(args.compare) if args.compare else None  # a bad --compare is refused before the run
+    if not args.prepare_only:
+        output_file(args.out, "--out")  # a directory or a path under a file: refused before the run, not after
     if args.from_output:
         results, skipped = _from_output(args, cfg, candidates)
         write_atomic(args.out, "".join(json.dumps(r.to_row()) + "\n" for r in results))
