@@ -411,6 +411,16 @@ CASES = [
     Case("downstream --candidates empty (not 'nothing retrieved for every task')",
          ["downstream", "--tasks", "mined", "--candidates", f"{T}/c.jsonl", "--out", f"{T}/d.jsonl"],
          ["c.jsonl", "no candidates rows", "--candidates none"], {"c.jsonl": "", "d.jsonl": "keep\n"}),
+    Case("retrieve issue text and --issue-file", ["retrieve", "--repo", T, "--retriever", "bm25", "--issue-file",
+                                                  f"{T}/i.txt", "parse fails"], ["--issue-file", "not both"],
+         {"i.txt": "other issue\n", "a.py": "def parse(): pass\n"}),
+    Case("tool --dir with --commit (a plain directory has no commits)",
+         ["tool", "--dir", T, "--commit", "abc", '{"name": "grep", "arguments": {"pattern": "x"}}'],
+         ["--dir", "--commit", "do not apply"], {"a.py": "x = 1\n"}),
+    Case("tool --dir with --repo", ["tool", "--dir", T, "--repo", f"{T}/r", '{"name": "grep", "arguments": {"pattern": '
+                                    '"x"}}'], ["--dir", "--repo", "do not apply"], {"a.py": "x = 1\n"}, ["r"]),
+    Case("tool --dir is a file", ["tool", "--dir", f"{T}/f.txt", '{"name": "grep", "arguments": {"pattern": "x"}}'],
+         ["--dir", "f.txt", "not a directory"], {"f.txt": "keep\n"}),
 ]
 
 

@@ -55,6 +55,14 @@ def _tool(args: argparse.Namespace) -> int:
     calls = _parse_calls(args.calls)
     config = ToolConfig(timeout_s=args.timeout)
     if args.dir:
+        from pathlib import Path
+
+        given = [flag for flag, value in (("--repo", args.repo), ("--commit", args.commit)) if value]
+        if given:  # a plain directory has no commits: the call would silently read the live files instead
+            raise ValueError(f"--dir serves a plain directory as it is; {' and '.join(given)} do not apply to it "
+                             "(use --repo [--commit] for a git snapshot)")
+        if not Path(args.dir).is_dir():
+            raise FileNotFoundError(f"--dir {args.dir}: not a directory")
         with RepoToolEnvironment(args.dir, config) as env:
             results = env.run_turn(calls)
     else:

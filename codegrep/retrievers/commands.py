@@ -26,6 +26,9 @@ def _overrides(args: argparse.Namespace) -> dict:
 def _issue_text(args: argparse.Namespace) -> str:
     from codegrep.files import read_text
 
+    if args.issue_file and args.issue:  # one of the two would be dropped silently
+        raise ValueError(f"give the issue text once: as an argument ({args.issue[:40]!r}) or --issue-file "
+                         f"{args.issue_file}, not both")
     text = sys.stdin.read() if args.issue == "-" else args.issue
     if args.issue_file:
         text = read_text(args.issue_file, "--issue-file")
