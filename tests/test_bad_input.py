@@ -421,6 +421,8 @@ CASES = [
                                     '"x"}}'], ["--dir", "--repo", "do not apply"], {"a.py": "x = 1\n"}, ["r"]),
     Case("tool --dir is a file", ["tool", "--dir", f"{T}/f.txt", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["--dir", "f.txt", "not a directory"], {"f.txt": "keep\n"}),
+    Case("tasks default --out under a file", ["tasks", "default", "--out", f"{T}/f.txt/sets"],
+         ["--out", f"{T}/f.txt/sets", "is a file"], {"f.txt": "keep\n"}),
 ]
 
 

@@ -7,7 +7,10 @@ from codegrep.files import json_text
 
 def _default(args: argparse.Namespace) -> int:
     from codegrep.data.default_set import ensure_default_task_set
+    from codegrep.files import output_dir
 
+    if args.out is not None:
+        output_dir(args.out, "--out")  # a file, or a path under one: one line naming --out, before any work
     built = ensure_default_task_set(args.out)
     n = sum(1 for _ in open(built.tasks_path, encoding="utf-8"))
     print(json_text({"tasks_path": str(built.tasks_path), "repos_dir": str(built.repos_dir), "n_tasks": n}))
