@@ -423,6 +423,8 @@ CASES = [
          ["--dir", "f.txt", "not a directory"], {"f.txt": "keep\n"}),
     Case("tasks default --out under a file", ["tasks", "default", "--out", f"{T}/f.txt/sets"],
          ["--out", f"{T}/f.txt/sets", "is a file"], {"f.txt": "keep\n"}),
+    Case("task patch names no file and no gold_files", ["tasks", "stats", f"{T}/t.jsonl"],
+         ["t.jsonl:1", "'patch' names no file"], {"t.jsonl": jl({**GOOD, "gold_files": [], "patch": "fix it"})}),
 ]
 
 

@@ -78,10 +78,14 @@ class Task:
             raise UserError(f"task {row['instance_id']!r} has neither 'patch' nor 'gold_files'")
         if "/" not in str(row["repo"]):
             raise UserError(f"field 'repo' must be 'owner/name', got {row['repo']!r}")
-        return cls(instance_id=str(row["instance_id"]), repo=str(row["repo"]),
+        task = cls(instance_id=str(row["instance_id"]), repo=str(row["repo"]),
                    base_commit=str(row["base_commit"]), problem_statement=str(row["problem_statement"]),
                    patch=row.get("patch") or "", gold_files=list(row.get("gold_files") or []),
                    extra={k: v for k, v in row.items() if k not in known})
+        if not task.gold_files:  # a task with nothing to find would be scored silently (P@1 0 whatever is ranked)
+            raise UserError(f"task {task.instance_id!r}: field 'patch' names no file (not a unified diff?) and "
+                            "there is no 'gold_files'")
+        return task
 
 
 def _check_row_shape(row: Any) -> None:
