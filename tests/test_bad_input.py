@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -425,6 +426,20 @@ CASES = [
          ["--out", f"{T}/f.txt/sets", "is a file"], {"f.txt": "keep\n"}),
     Case("task patch names no file and no gold_files", ["tasks", "stats", f"{T}/t.jsonl"],
          ["t.jsonl:1", "'patch' names no file"], {"t.jsonl": jl({**GOOD, "gold_files": [], "patch": "fix it"})}),
+    # counts whose 0 the trainer read as "not set" (every task, every demonstration), and TRL values taken as they are
+    *[Case(f"train YAML {key}: {value}", ["train", "--config", f"{T}/c.yaml", "--out", f"{T}/runs", "--set",
+                                          f"model={T}/nope"], ["c.yaml", key, rule],
+           {"c.yaml": re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", CI_TRAIN_YAML)})
+      for key, value, rule in (("train_tasks", 0, ">= 1"), ("sft_max_demos", 0, ">= 1"), ("eval_tasks", 0, ">= 1"),
+                               ("sft_batch_size", 0, ">= 1"), ("sft_epochs", 0, "> 0"),
+                               ("learning_rate", -0.001, ">= 0"), ("temperature", 0.0, "> 0"),
+                               ("max_completion_length", 0, ">= 1"))],
+    Case("train --set sft_max_demos=0", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "sft_max_demos=0",
+                                         "--set", f"model={T}/nope"], ["--set sft_max_demos", ">= 1"]),
+    Case("train --set learning_rate=-1", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "learning_rate=-1",
+                                          "--set", f"model={T}/nope"], ["--set learning_rate", ">= 0"]),
+    Case("reproduce --set train.temperature=0", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                 "--set", "train.temperature=0"], ["--set train.temperature", "> 0"]),
 ]
 
 

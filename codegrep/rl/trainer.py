@@ -35,7 +35,11 @@ class CodeGrepArgs:
 
     FIELD_RANGES: ClassVar[dict[str, str]] = {  # checked by config.check_fields when the arguments are parsed
         "max_turns": ">= 1", "max_calls_per_turn": ">= 1", "max_observation_tokens": ">= 1",
-        "demo_max_turns": ">= 1", "ablation_max_turns": ">= 1", "efficiency_lambda": ">= 0", "fbeta": "> 0"}
+        "demo_max_turns": ">= 1", "ablation_max_turns": ">= 1", "efficiency_lambda": ">= 0", "fbeta": "> 0",
+        # counts whose 0 the code reads as "not set" (all tasks, every demonstration): a 0 is refused, not widened
+        "train_tasks": ">= 1", "sft_max_demos": ">= 1", "eval_tasks": ">= 1", "curve_eval_tasks": ">= 1",
+        "data_ablation_eval_tasks": ">= 1", "sft_batch_size": ">= 1", "sft_epochs": "> 0",
+        "recorded_max_calls": ">= 1", "first_turn_demos": ">= 0"}
 
     profile: str = field(default="smoke", metadata={"help": "Project profile (ci|smoke|paper or a YAML path) whose "
                                                               "tasks/env/agent sections the run uses."})

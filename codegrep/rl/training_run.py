@@ -81,7 +81,7 @@ class TrainArgs(NamedTuple):
     grpo: Any
 
 
-GRPO_RANGES = {key[len("train."):]: rng for key, (_, rng) in KEY_RULES.items() if key.startswith("train.")}
+GRPO_RANGES = {key[len("train."):]: rule for key, rule in KEY_RULES.items() if key.startswith("train.")}
 """Ranges of TRL GRPOConfig fields its ``__post_init__`` divides by (0 is a ZeroDivisionError there) or that leave
 no batch to train on (``config.KEY_RULES``, where a profile's ``train:`` section is checked); checked here before
 TRL builds its config from a train YAML and overrides."""
@@ -90,10 +90,10 @@ TRL builds its config from a train YAML and overrides."""
 def _check_grpo_ranges(values: dict[str, Any], given: set[str], path: Path) -> None:
     """``GRPO_RANGES`` over a train YAML's values and overrides (``given``: named as ``--set KEY``); a value of
     another type is left to TRL's own type check."""
-    for key, rng in GRPO_RANGES.items():
+    for key, (tp, rng) in GRPO_RANGES.items():
         value = values.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            check_value(value, int, rng, f"--set {key}" if key in given else f"{path}: {key}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            check_value(value, tp, rng, f"--set {key}" if key in given else f"{path}: {key}")
 
 
 def _yaml_settings(path: Path) -> dict[str, Any]:
