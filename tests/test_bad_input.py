@@ -557,6 +557,22 @@ def test_downstream_a_repository_not_available_offline_is_said_as_such_not_as_a_
     assert (tmp_path / "d.jsonl").read_text() == "keep\n"
 
 
+def test_tasks_default_names_the_out_directory_it_cannot_write(tmp_path, capsys, monkeypatch):
+    """A directory the set cannot be built in (no permission, read-only): the line named the hidden working
+    directory (``set.tmp-<pid>-<thread>``), a path the user never gave."""
+    from codegrep.data import default_set
+
+    def refuse(out, selection):
+        raise PermissionError(13, "Permission denied", str(Path(out) / "repos"))
+
+    monkeypatch.setattr(default_set, "build_default_set", refuse)
+    rc, out, err = run_cli(["tasks", "default", "--out", str(tmp_path / "set")], capsys)
+    assert rc == 2 and not out.strip() and "Traceback" not in err, err
+    assert err.strip() == f"codegrep tasks: error: {tmp_path / 'set'}: cannot write (Permission denied); nothing was " \
+                          "written", err
+    assert list(tmp_path.iterdir()) == []  # no working directory left behind
+
+
 def test_retrieve_in_a_bare_repository_without_commit_says_so(tmp_path, capsys):
     """A bare clone (what --repos directories hold) has no work tree: ranking its git directory found nothing and
     said 'no file ... matched the issue text', as if the issue matched no code."""

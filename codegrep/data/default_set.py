@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from codegrep.config import cache_dir
+from codegrep.errors import UserError
 from codegrep.files import atomic_write, write_atomic
 from codegrep.data.paths import is_test_path
 from codegrep.data.repos import commit_snapshot
@@ -277,7 +278,13 @@ def ensure_default_task_set(out_dir: str | os.PathLike | None = None,
         shutil.rmtree(target)  # a stale or half-written cache entry
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    build_default_set(tmp, selection)
+    try:
+        build_default_set(tmp, selection)
+    except OSError as exc:  # the hidden working directory cannot be written: name the directory the user gave
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not str(getattr(exc, "filename", None) or "").startswith(str(tmp)):
+            raise
+        raise UserError(f"{target}: cannot write ({exc.strerror or exc}); nothing was written") from None
     try:
         if target.exists():
             target.rmdir()
