@@ -447,6 +447,8 @@ SECTION_SCHEMAS: dict[str, tuple[str, ...]] = {
 TASKS_KEYS = ("source", "repos_dir", "mirror_dir", "offline", "repos", "instance_ids", "limit", "seed", "on_error",
               "splits")
 """``tasks:`` (``codegrep.data.tasks.profile_tasks``)."""
+TASKS_SPLITS = ("train", "eval")
+"""``tasks.splits:`` the splits a profile's tasks are drawn for."""
 TASKS_SPLIT_KEYS = tuple(k for k in TASKS_KEYS if k != "splits")
 """``tasks.splits.<split>``: per-split overrides of the ``tasks:`` keys."""
 MINING_KEYS = ("inputs", "format", "tasks", "repos", "workers", "demonstrations", "resolved_only")
@@ -585,6 +587,23 @@ def check_sections(cfg: Mapping[str, Any], source: str, overridden: Iterable[str
             raise ConfigError(f"{where_}: must be a mapping of settings, got {type(value).__name__}")
 
 
+def check_task_keys(cfg: Mapping[str, Any]) -> None:
+    """The ``tasks:`` section's keys, its ``splits`` (``train``, ``eval``) and each split's keys: a misspelt key
+    (``sorce``, a split ``trian``) is one line naming it, not a run on the default task set.
+
+    >>> check_task_keys({"_source": "p.yaml", "tasks": {"splits": {"trian": {"limit": 3}}}})
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: p.yaml: tasks.splits: unknown key 'trian' (did you mean 'train'?); known keys: eval, train
+    """
+    tasks = cfg.get("tasks") or {}
+    check_keys(tasks, TASKS_KEYS, where(cfg, "tasks"))
+    splits = tasks.get("splits")
+    check_keys(splits, TASKS_SPLITS, where(cfg, "tasks.splits"))
+    for name, keys in (splits or {}).items():
+        check_keys(keys, TASKS_SPLIT_KEYS, where(cfg, f"tasks.splits.{name}"))
+
+
 def _set_dotted(cfg: dict, dotted: str, value: Any, source: str) -> None:
     node = cfg
     keys = dotted.split(".")
@@ -628,6 +647,7 @@ def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
     cfg.setdefault("seed", 0)
     cfg["_source"] = str(path)
     check_sections(cfg, str(path), overrides or ())  # a --set that replaced a section by a value
+    check_task_keys(cfg)  # read key by key by every task loader: an unknown key was ignored (its default used)
     check_values(cfg, CHEAP_SECTIONS, overrides or ())  # wrong types and ranges fail here, before any work
     return cfg
 

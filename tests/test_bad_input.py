@@ -440,6 +440,16 @@ CASES = [
                                           "--set", f"model={T}/nope"], ["--set learning_rate", ">= 0"]),
     Case("reproduce --set train.temperature=0", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
                                                  "--set", "train.temperature=0"], ["--set train.temperature", "> 0"]),
+    # the tasks: section is read key by key: a misspelt key or split was ignored (the default task set was used)
+    Case("profile tasks: unknown key", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
+                                        f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "tasks", "'sorce'", "source"],
+         {"t.jsonl": jl(GOOD), "p.yaml": "tasks:\n  sorce: verified\n"}),
+    Case("profile tasks.splits: unknown split", ["bench", "ceiling", "--profile", f"{T}/p.yaml", "--tasks", "1"],
+         ["p.yaml", "tasks.splits", "'trian'"], {"p.yaml": "tasks:\n  splits:\n    trian: {limit: 3}\n"}),
+    Case("profile tasks.splits: a list", ["bench", "ceiling", "--profile", f"{T}/p.yaml", "--tasks", "1"],
+         ["p.yaml", "tasks.splits", "mapping"], {"p.yaml": "tasks:\n  splits: [train]\n"}),
+    Case("profile tasks.splits.train: unknown key", ["bench", "ceiling", "--profile", f"{T}/p.yaml", "--tasks", "1"],
+         ["p.yaml", "tasks.splits.train", "'limt'"], {"p.yaml": "tasks:\n  splits:\n    train: {limt: 3}\n"}),
 ]
 
 
