@@ -55,9 +55,11 @@ def select_notebooks(only: str | Sequence[str] | None) -> list[str]:
     >>> select_notebooks(None)[-1]
     '06_downstream_eval'
     """
-    if not only:
+    if only is None:
         return list(NOTEBOOKS)
     wanted = [w.strip() for w in (only.split(",") if isinstance(only, str) else only) if w.strip()]
+    if not wanted:  # '--only ""' ran all six, '--only ,' none (and wrote a run record of nothing)
+        raise ValueError(f"--only {only!r}: names no notebook; give numbers or names, e.g. 01,03")
     picked = []
     for w in wanted:
         match = [n for n in NOTEBOOKS if n == w or n.split("_")[0] == w.zfill(2)]
@@ -65,6 +67,24 @@ def select_notebooks(only: str | Sequence[str] | None) -> list[str]:
             raise ValueError(f"--only: unknown notebook {w!r}; expected numbers or names from {NOTEBOOKS}")
         picked += match
     return [n for n in NOTEBOOKS if n in picked]
+
+
+def read_cache(cache_file: Path) -> dict[str, dict[str, Any]]:
+    """``<out>/artifacts/notebooks/cache.json`` (notebook -> key, seconds, cpu of its last successful run); {} when
+    absent. A damaged one (edited, truncated) is one line naming it and the fix, not a traceback."""
+    from codegrep.errors import UserError
+    from codegrep.files import read_json
+
+    if not cache_file.is_file():
+        return {}
+    fix = f"delete {cache_file} to rerun every notebook"
+    try:
+        cache = read_json(cache_file, "notebook cache")
+    except UserError as exc:
+        raise UserError(f"{exc}; {fix}") from None
+    if not isinstance(cache, dict) or not all(isinstance(v, dict) for v in cache.values()):
+        raise UserError(f"{cache_file}: not a notebook cache (a JSON object of one object per notebook); {fix}")
+    return cache
 
 
 def notebook_parameters(nb_path: Path) -> list[str]:
@@ -274,7 +294,7 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     profile_text = yaml.safe_dump({k: v for k, v in cfg.items() if k != "_source"}, sort_keys=True)
     write_atomic(resolved, profile_text)
     cache_file = artifacts / "notebooks" / "cache.json"
-    cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+    cache = read_cache(cache_file)
     library = code_hash()
     result = ReproduceResult()
     if (line := expectation(cfg)) is not None:

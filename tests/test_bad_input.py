@@ -450,6 +450,17 @@ CASES = [
          ["p.yaml", "tasks.splits", "mapping"], {"p.yaml": "tasks:\n  splits: [train]\n"}),
     Case("profile tasks.splits.train: unknown key", ["bench", "ceiling", "--profile", f"{T}/p.yaml", "--tasks", "1"],
          ["p.yaml", "tasks.splits.train", "'limt'"], {"p.yaml": "tasks:\n  splits:\n    train: {limt: 3}\n"}),
+    # reproduce: --only that names nothing ran all six notebooks ('') or none (','); a damaged cache.json
+    Case("reproduce --only ''", ["reproduce", "--profile", "ci", "--only", "", "--out", f"{T}/o"],
+         ["--only", "names no notebook"]),
+    Case("reproduce --only ,", ["reproduce", "--profile", "ci", "--only", ",", "--out", f"{T}/o"],
+         ["--only", "names no notebook"]),
+    Case("reproduce cache.json damaged", ["reproduce", "--profile", "ci", "--only", "01", "--out", f"{T}/o"],
+         ["o/artifacts/notebooks/cache.json:1", "invalid JSON", "delete"],
+         {"o/artifacts/notebooks/cache.json": '{"01_mining": {"key": '}),
+    Case("reproduce cache.json entry not an object", ["reproduce", "--profile", "ci", "--only", "01", "--out", f"{T}/o"],
+         ["o/artifacts/notebooks/cache.json", "not a notebook cache", "delete"],
+         {"o/artifacts/notebooks/cache.json": '{"01_mining": 5}'}),
 ]
 
 
