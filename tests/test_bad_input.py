@@ -440,6 +440,12 @@ CASES = [
                                           "--set", f"model={T}/nope"], ["--set learning_rate", ">= 0"]),
     Case("reproduce --set train.temperature=0", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
                                                  "--set", "train.temperature=0"], ["--set train.temperature", "> 0"]),
+    Case("train --out is a file (refused before the model is resolved)",
+         ["train", "--config", "ci", "--out", f"{T}/f.txt", "--set", f"model={T}/nope"], ["--out", "f.txt", "is a file"],
+         {"f.txt": "keep\n"}),
+    Case("train --name that is a file under --out", ["train", "--config", "ci", "--out", f"{T}/runs", "--name", "r",
+                                                     "--set", f"model={T}/nope"], ["--out", "runs/r", "is a file"],
+         {"runs/r": "keep\n"}),
     # the tasks: section is read key by key: a misspelt key or split was ignored (the default task set was used)
     Case("profile tasks: unknown key", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
                                         f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "tasks", "'sorce'", "source"],

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, NoReturn, Sequence
 
 from codegrep.config import KEY_RULES, ConfigError, check_fields, check_value, load_profile, load_yaml, project_root, section, seed_everything
-from codegrep.files import write_atomic
+from codegrep.files import output_dir, write_atomic
 
 DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/smoke.yaml",
                          "paper": "configs/train/paper.yaml"}
@@ -257,6 +257,7 @@ def train(cfg: dict[str, Any], args: TrainArgs | tuple[Any, Any]) -> Path:
     cg, grpo = args
     run_dir = Path(cg.out) / cg.run_name(grpo.seed)
     # refusals first, before any work (the model's one-time conversion takes a minute):
+    output_dir(run_dir, "--out")  # OUT (or OUT/NAME) an existing file: one line now, not after the model is ready
     resume_from = resume_checkpoint(run_dir) if cg.resume else None  # nothing to resume: one line, at once
     resolve_model(cg.model)  # a mistyped model fails here, before an earlier run of this name is replaced
     if not cg.resume and run_dir.exists():
