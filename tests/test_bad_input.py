@@ -446,6 +446,11 @@ CASES = [
     Case("train --name that is a file under --out", ["train", "--config", "ci", "--out", f"{T}/runs", "--name", "r",
                                                      "--set", f"model={T}/nope"], ["--out", "runs/r", "is a file"],
          {"runs/r": "keep\n"}),
+    Case("mcp --commit without --query (the server ignored it)", ["mcp", "--repo", T, "--commit", "HEAD"],
+         ["--commit HEAD", "--query"], dirs=["src"]),
+    Case("verify --patch is a directory", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", f"{T}/pd"],
+         ["--patch", "pd", "is a directory"],
+         {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"})}, ["pd"]),
     # the tasks: section is read key by key: a misspelt key or split was ignored (the default task set was used)
     Case("profile tasks: unknown key", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
                                         f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "tasks", "'sorce'", "source"],

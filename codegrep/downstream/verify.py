@@ -239,9 +239,9 @@ def patch_text(task: Task, patch: str) -> str:
     if patch == "none":
         return ""
     p = Path(patch)
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"--patch: no such file {p} (use gold, none or a diff file)")
-    return read_text(p, "--patch")
+    return read_text(p, "--patch")  # a directory is said as such, not 'no such file'
 
 
 def _apply(worktree: Path, diff: str, what: str) -> str | None:

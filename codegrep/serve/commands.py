@@ -67,6 +67,9 @@ def run_mcp(args: argparse.Namespace) -> int:
     from codegrep.serve.mcp_server import answer_once, serve_stdio
 
     config = _config(args)
+    if args.query is None and args.commit is not None:  # the server would search the live tree, not this commit
+        raise ValueError(f"--commit {args.commit}: applies only with --query (one answer); the server searches each "
+                         "request's live tree and would ignore it")
     if args.query is not None:
         if config.repo is None:
             config.repo = Path.cwd()
