@@ -556,6 +556,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
             return 1 if changed else 0
         print(f"{args.readme}: headline table {'rewritten' if changed else 'unchanged'}")
         return 0
+    if args.figures is not None and not Path(args.figures).is_dir():  # every figure would be reported missing
+        raise UserError(f"--figures {args.figures}: not a directory (the run's figures/, beside its artifacts/)")
     md, page = build_report(args.artifacts, args.figures)
     print(f"wrote {md} and {page}")
     return 0

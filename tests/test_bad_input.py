@@ -451,6 +451,10 @@ CASES = [
     Case("verify --patch is a directory", ["verify", "--tasks", f"{T}/t.jsonl", "--repos", T, "--patch", f"{T}/pd"],
          ["--patch", "pd", "is a directory"],
          {"t.jsonl": jl({**GOOD, "repo": "sympy/sympy", "instance_id": "sympy__sympy-1"})}, ["pd"]),
+    Case("report --figures is a file", ["report", "--artifacts", f"{T}/a", "--figures", f"{T}/f.txt"],
+         ["--figures", "f.txt", "not a directory"], {"a/run.json": "{}", "f.txt": "keep\n"}),
+    Case("report --figures missing", ["report", "--artifacts", f"{T}/a", "--figures", f"{T}/figs"],
+         ["--figures", "figs", "not a directory"], {"a/run.json": "{}"}),
     # the tasks: section is read key by key: a misspelt key or split was ignored (the default task set was used)
     Case("profile tasks: unknown key", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
                                         f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "tasks", "'sorce'", "source"],
