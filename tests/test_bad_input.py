@@ -455,6 +455,10 @@ CASES = [
          ["--figures", "f.txt", "not a directory"], {"a/run.json": "{}", "f.txt": "keep\n"}),
     Case("report --figures missing", ["report", "--artifacts", f"{T}/a", "--figures", f"{T}/figs"],
          ["--figures", "figs", "not a directory"], {"a/run.json": "{}"}),
+    *[Case(f"evaluate --retriever {name} --model missing (refused before any task)",
+           ["evaluate", "--tasks", f"{T}/t.jsonl", "--repos", f"{T}/repos", "--retriever", name, "--model", f"{T}/nope",
+            "--profile", "ci", "--out", f"{T}/r.jsonl"], [f"{T}/nope", "no such directory"], {"t.jsonl": jl(GOOD)},
+           ["repos"]) for name in ("dense", "agent")],
     # the tasks: section is read key by key: a misspelt key or split was ignored (the default task set was used)
     Case("profile tasks: unknown key", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
                                         f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "tasks", "'sorce'", "source"],

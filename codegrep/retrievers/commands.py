@@ -37,6 +37,20 @@ def _issue_text(args: argparse.Namespace) -> str:
     return text
 
 
+def _check_model(args: argparse.Namespace) -> None:
+    """A ``--model`` that names a missing local directory, refused before any task (evaluate met it at the first
+    task, after that task's repository was resolved and checked out). Aliases and hub ids are left to the loader."""
+    if args.retriever == "dense" and args.model:
+        from codegrep.retrievers.dense import resolve_model
+
+        resolve_model(args.model)
+    elif args.retriever == "agent" and args.model and not args.endpoint:  # with --endpoint: the served model's name
+        from codegrep.agent.models import SMOLLM2_ALIASES, is_hub_id, resolve_model
+
+        if args.model.lower() not in SMOLLM2_ALIASES and not is_hub_id(args.model):
+            resolve_model(args.model)
+
+
 def _retrieve(args: argparse.Namespace) -> int:
     from codegrep.config import load_profile
     from codegrep.retrievers.registry import make_retriever
@@ -74,6 +88,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.repos and not Path(args.repos).expanduser().is_dir():  # as `mine --repos`; else each task tries a clone
         raise ValueError(f"--repos {args.repos}: not a directory (a directory of owner__name git repositories)")
     read_rows(output_file(args.out))  # a directory, or a corrupt resume file, fails before any work
+    _check_model(args)
     cfg = load_profile(args.profile)
     tasks, resolver = load_task_source(args.tasks, repos_dir=args.repos, split=args.split, limit=args.limit,
                                        seed=int(cfg.get("seed", 0)))
