@@ -377,6 +377,9 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
     heads = read_headlines(artifacts)  # every input read (and refused if corrupt) before the committed copy goes
     table = per_instance(artifacts)
     dest = Path(root or project_root()) / RESULTS_DIR / str(profile)
+    if not heads:  # a run no notebook finished would replace the committed results by a run.json alone
+        raise UserError(f"--save-results: {artifacts / 'headlines'} holds no headline (no notebook finished); "
+                        f"{dest} was left as it is")
     if dest.exists():
         shutil.rmtree(dest)
     (dest / "headlines").mkdir(parents=True)

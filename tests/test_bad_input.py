@@ -613,6 +613,22 @@ def test_tasks_default_names_the_out_directory_it_cannot_write(tmp_path, capsys,
     assert list(tmp_path.iterdir()) == []  # no working directory left behind
 
 
+def test_save_results_of_a_run_without_headlines_keeps_the_committed_results(tmp_path):
+    """``report --save-results`` of artifacts whose headlines/ is empty (no notebook finished) removed the committed
+    docs/results/<profile>/ and left a run.json alone in its place."""
+    from codegrep.report import save_results
+
+    (tmp_path / "a" / "headlines").mkdir(parents=True)
+    (tmp_path / "a" / "run.json").write_text('{"profile": "ci"}')
+    committed = tmp_path / "root" / "docs" / "results" / "ci" / "headlines" / "03_training.json"
+    committed.parent.mkdir(parents=True)
+    committed.write_text('{"numbers": {}}')
+    with pytest.raises(UserError, match="holds no headline") as exc:
+        save_results(tmp_path / "a", root=tmp_path / "root")
+    assert user_message(exc.value) == str(exc.value) and "headlines" in str(exc.value)
+    assert committed.read_text() == '{"numbers": {}}'
+
+
 def test_retrieve_in_a_bare_repository_without_commit_says_so(tmp_path, capsys):
     """A bare clone (what --repos directories hold) has no work tree: ranking its git directory found nothing and
     said 'no file ... matched the issue text', as if the issue matched no code."""
