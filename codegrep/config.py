@@ -343,8 +343,8 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     "train.gradient_accumulation_steps": (int, ">= 1"), "train.steps_per_generation": (int | None, ">= 1"),
     "train.generation_batch_size": (int | None, ">= 1"),
     # ... and ones TRL takes as they are: a negative rate climbs the loss, temperature 0 divides the logits by zero,
-    # no completion token leaves nothing to train
-    "train.learning_rate": (float, ">= 0"), "train.temperature": (float, "> 0"),
+    # no completion token leaves nothing to train, a negative seed is a ValueError in transformers' set_seed (numpy)
+    "train.learning_rate": (float, ">= 0"), "train.temperature": (float, "> 0"), "train.seed": (int, ">= 0"),
     "train.max_completion_length": (int | None, ">= 1"),
 }
 KEY_RULES.update({f"tasks.splits.{split}.{key}": KEY_RULES[f"tasks.{key}"]  # a split's overrides: the same rules

@@ -460,12 +460,14 @@ def reproduce_description(times: dict[str, Any] | None = None) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from codegrep.argtypes import non_negative_int
+
     p = sub.add_parser("reproduce", help="run notebooks 01-06 with papermill and build the report",
                        description=reproduce_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", default="smoke", help="ci | smoke | paper, or a profile YAML path (default: smoke)")
     p.add_argument("--only", default=None, help="comma-separated notebook numbers or names, e.g. 01,03")
     p.add_argument("--out", type=Path, default=None, help="directory for artifacts/ and figures/ (default: project root)")
     p.add_argument("--force", action="store_true", help="rerun notebooks even when their cache key matches")
-    p.add_argument("--seed", type=int, default=None, help="one seed for every random source (overrides the profile)")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="one seed for every random source (overrides the profile)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="profile override, e.g. train.max_steps=3")
     p.set_defaults(func=_cmd_reproduce)

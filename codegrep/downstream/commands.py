@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from codegrep.argtypes import positive_int
+from codegrep.argtypes import non_negative_int, positive_int
 from codegrep.files import json_text, output_file, refuse_overwriting_inputs, write_atomic
 
 
@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
     h.add_argument("--hint-precision", default=None, help="comma-separated hint precisions, e.g. 0,0.33,0.67,1")
     h.add_argument("--set-size", type=positive_int, default=None, help="files per hint (k; default downstream.hints)")
     h.add_argument("--runs", type=positive_int, default=None, help="repetitions per instance and arm (default downstream.hints)")
-    h.add_argument("--seed", type=int, default=None, help="master seed of the hint assignment (default downstream.hints)")
+    h.add_argument("--seed", type=non_negative_int, default=None, help="master seed of the hint assignment (default downstream.hints)")
     h.add_argument("--repos", default=None, help="directory of owner__name git repositories (default: the shipped "
                    "snapshots)")
     h.add_argument("--no-verify", action="store_true", help="do not judge patches with the local tests")

@@ -23,13 +23,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def register_bench(bench_sub: argparse._SubParsersAction) -> None:
+    from codegrep.argtypes import non_negative_int
+
     p = bench_sub.add_parser("mine", help="mining throughput/memory on real runs resampled to N, beside json.load")
     p.add_argument("--n", type=int, default=67_000, help="trajectories to mine (real runs resampled with replacement)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (the target is for 2 cores)")
     p.add_argument("--baseline-n", type=int, default=None,
                    help="paths of the same sample for the json.load floor (default: all N)")
     p.add_argument("--no-demonstrations", action="store_true", help="records only (skip demonstration episodes)")
-    p.add_argument("--seed", type=int, default=0, help="resampling seed")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="resampling seed")
     p.set_defaults(func=_bench)
 
 

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from codegrep.argtypes import positive_int
+from codegrep.argtypes import non_negative_int, positive_int
 from codegrep.errors import UserError
 from codegrep.files import json_text
 
@@ -159,7 +159,7 @@ def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
                                     "on TRAINING tasks, per protocol setting (chooses the protocol)")
     p.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
     p.add_argument("--tasks", type=positive_int, default=40, help="seeded train-split tasks (half real where any)")
-    p.add_argument("--seed", type=int, default=0, help="seed of that sample")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of that sample")
     p.set_defaults(func=_bench_ceiling)
     p = bench_subparsers.add_parser("retrieve", help="bm25 index/query speed vs a naive baseline; agent overhead")
     p.add_argument("--files", type=positive_int, default=2000, help="files in the benchmark repository")

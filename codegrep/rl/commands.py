@@ -117,7 +117,7 @@ def register(subparsers: Any) -> None:
                    help="where the efficiency signal enters (default: the train YAML's efficiency_layer)")
     p.add_argument("--efficiency-lambda", dest="efficiency_lambda", type=non_negative_float,
                    help="λ, the efficiency coefficient (default: the train YAML's)")
-    p.add_argument("--seed", type=int, help="seed of every random source (default: the train YAML's seed)")
+    p.add_argument("--seed", type=non_negative_int, help="seed of every random source (default: the train YAML's seed)")
     p.add_argument("--out", help="runs directory (the run goes to OUT/NAME)")
     p.add_argument("--name", help="run name (default <profile>-<layer>-lam<λ>-s<seed>)")
     p.add_argument("--max-steps", dest="max_steps", type=positive_int, help="GRPO steps (default: the train YAML's max_steps)")
@@ -208,7 +208,7 @@ def register_bench(bench_subparsers: Any) -> None:
     p.add_argument("--cpu-precision", choices=PRECISIONS, default="auto",
                    help="the fast path's precision (default auto: bf16 where the CPU has native bf16)")
     p.add_argument("--skip-sft", action="store_true", help="skip the SFT arms (the slowest part)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed")
     p.set_defaults(func=_bench)
     d = bench_subparsers.add_parser(
         "demos", help="warm-start P@1 on held-out real TRAIN tasks against the number of real train tasks "
@@ -223,7 +223,7 @@ def register_bench(bench_subparsers: Any) -> None:
     d.add_argument("--tasks", type=_sizes, default=[10, 20, 40],
                    help="comma-separated numbers of real train tasks (default 10,20,40)")
     d.add_argument("--dev", type=positive_int, default=15, help="held-out real train tasks evaluated (default 15)")
-    d.add_argument("--seed", type=int, default=0, help="seed of the dev split and task order")
+    d.add_argument("--seed", type=non_negative_int, default=0, help="seed of the dev split and task order")
     d.add_argument("--first-turn", type=non_negative_int, default=None, metavar="N",
                    help="turn-1-only demonstrations from other repositories added to every point (default: the train "
                         "YAML's first_turn_demos)")
@@ -257,7 +257,7 @@ def register_bench(bench_subparsers: Any) -> None:
     c.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
     c.add_argument("--model", default="smollm2", help="model directory or name (e.g. a run's final/ directory)")
     c.add_argument("--tasks", type=positive_int, default=32, help="real train tasks (default 32)")
-    c.add_argument("--seed", type=int, default=0, help="seed of the task sample")
+    c.add_argument("--seed", type=non_negative_int, default=0, help="seed of the task sample")
     c.add_argument("--batch-sizes", type=positive_int, nargs="+", metavar="N",
                    help="compare the profile's path at these agent.batch_size values (smallest first) instead of "
                         "against the baseline, e.g. --batch-sizes 8 16")

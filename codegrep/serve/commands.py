@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from codegrep.argtypes import positive_int
+from codegrep.argtypes import non_negative_int, positive_int
 from codegrep.files import json_text
 
 RETRIEVER_CHOICES = ("grep-heuristic", "bm25", "dense", "agent")
@@ -45,7 +45,7 @@ def register_bench(bench_subparsers) -> None:
     p.add_argument("--retriever", default="grep-heuristic", choices=RETRIEVER_CHOICES, help="retriever behind the tool (default: grep-heuristic)")
     p.add_argument("--repo", type=Path, default=None,
                    help="benchmark this repository instead of the generated one (queries still come from it)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated benchmark repository and queries")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the generated benchmark repository and queries")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     p.set_defaults(func=run_bench)
 
