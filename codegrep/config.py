@@ -233,9 +233,14 @@ def _describe(tp: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin in (list, tuple) and len(typing.get_args(tp)) == 1:  # not "must be a list, got list ['nan', 0, 0]"
+        return f"a list of {_PLURALS.get(_describe(typing.get_args(tp)[0]), 'values')}"
     if origin is not None:
         return _describe(origin)
     return str(tp)
+
+
+_PLURALS = {"an integer": "integers", "a number": "numbers", "a string": "strings", "true or false": "true/false values"}
 
 
 def type_ok(value: Any, tp: Any) -> bool:
@@ -287,6 +292,10 @@ def check_value(value: Any, tp: Any, rng: str | None, where_: str) -> None:
     Traceback (most recent call last):
     ...
     codegrep.config.ConfigError: --set env.timeout_s: must be a number, got the string 'ten'
+    >>> check_value(["nan", 0, 0], list[float], None, "c.yaml: efficiency_weights")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: c.yaml: efficiency_weights: must be a list of numbers, got list ['nan', 0, 0]
     """
     if not type_ok(value, tp):
         got = f"the string {value!r}" if isinstance(value, str) else f"{type(value).__name__} {value!r}"[:120]

@@ -468,6 +468,10 @@ CASES = [
       for argv in (["train", "--config", "ci"], ["reproduce", "--only", "01"], ["bench", "ceiling"], ["bench", "demos"],
                    ["bench", "decode"], ["bench", "train"], ["bench", "mine"], ["bench", "mcp"],
                    ["downstream", "--tasks", "mined", "--candidates", "none", "--out", f"{T}/d.jsonl"])],
+    Case("train YAML a list of numbers holding a string", ["train", "--config", f"{T}/c.yaml", "--out", f"{T}/runs",
+                                                          "--set", f"model={T}/nope"],
+         ["c.yaml", "efficiency_weights", "must be a list of numbers", "'nan'"],
+         {"c.yaml": re.sub(r"(?m)^efficiency_weights:.*$", "efficiency_weights: [nan, 0, 0]", CI_TRAIN_YAML)}),
     # the tasks: section is read key by key: a misspelt key or split was ignored (the default task set was used)
     Case("profile tasks: unknown key", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
                                         f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "tasks", "'sorce'", "source"],

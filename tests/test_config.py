@@ -125,7 +125,7 @@ def test_downstream_retrievers_given_as_one_string_is_refused():
 
     cfg = load_profile("ci")
     cfg["downstream"]["retrievers"] = "bm25"
-    with pytest.raises(ConfigError, match=r"--set downstream.retrievers: must be a list or null, got the string"):
+    with pytest.raises(ConfigError, match=r"--set downstream.retrievers: must be a list of strings or null, got the string"):
         check_profile(cfg, overridden=["downstream.retrievers"])
     cfg["downstream"]["retrievers"] = None
     check_profile(cfg)
