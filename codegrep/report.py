@@ -12,6 +12,7 @@ import argparse
 import base64
 import html
 import json
+import os
 import platform
 import re
 import time
@@ -380,18 +381,31 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
     if not heads:  # a run no notebook finished would replace the committed results by a run.json alone
         raise UserError(f"--save-results: {artifacts / 'headlines'} holds no headline (no notebook finished); "
                         f"{dest} was left as it is")
-    if dest.exists():
-        shutil.rmtree(dest)
-    (dest / "headlines").mkdir(parents=True)
-    shutil.copy2(run_path, dest / "run.json")
-    for name in heads:
-        shutil.copy2(artifacts / "headlines" / f"{name}.json", dest / "headlines" / f"{name}.json")
-    if table:
-        write_atomic(dest / "per_instance.json", json.dumps(
-            {"what": "P@1 per evaluation instance of each policy notebook 03 evaluated (artifacts/train/eval/) and "
-                     "each retriever notebook 05 evaluated (artifacts/eval/), kept so a later run can be compared "
-                     "with this one instance by instance",
-             "run_commit": run.get("git_commit"), "p_at_1": table}, indent=1, sort_keys=True))
+    # Built beside the committed copy and swapped in by renames: a failure part-way (a full disk, an unreadable
+    # headline) leaves the committed results as they were, never a half-written mix.
+    new, old = dest.with_name(f".{dest.name}.new-{os.getpid()}"), dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    try:
+        (new / "headlines").mkdir(parents=True)
+        shutil.copy2(run_path, new / "run.json")
+        for name in heads:
+            shutil.copy2(artifacts / "headlines" / f"{name}.json", new / "headlines" / f"{name}.json")
+        if table:
+            write_atomic(new / "per_instance.json", json.dumps(
+                {"what": "P@1 per evaluation instance of each policy notebook 03 evaluated (artifacts/train/eval/) "
+                         "and each retriever notebook 05 evaluated (artifacts/eval/), kept so a later run can be "
+                         "compared with this one instance by instance",
+                 "run_commit": run.get("git_commit"), "p_at_1": table}, indent=1, sort_keys=True))
+        if dest.exists():
+            dest.rename(old)
+        new.rename(dest)
+    except OSError as exc:
+        if old.exists() and not dest.exists():
+            old.rename(dest)
+        raise UserError(f"--save-results: cannot write {dest} ({exc.strerror or exc}); the committed results were "
+                        "left as they were") from None
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
     return dest
 
 

@@ -270,6 +270,40 @@ def test_save_results_refuses_a_corrupt_input_and_keeps_the_committed_copy(tmp_p
     assert (committed / "run.json").read_text() == '{"profile": "ci", "git_commit": "old"}'
 
 
+def test_save_results_that_fails_part_way_keeps_the_committed_copy_whole(tmp_path, monkeypatch):
+    """The committed results were removed first and the new ones copied in after: a copy failing part-way (a full
+    disk) left a run.json and some headlines of the new run, or nothing. Now the committed copy is untouched and no
+    half-written directory is left beside it."""
+    import shutil
+
+    from codegrep.errors import UserError
+    from codegrep.report import save_results
+
+    artifacts = _run(tmp_path / "run")
+    committed = tmp_path / "repo" / "docs" / "results" / "ci"
+    (committed / "headlines").mkdir(parents=True)
+    (committed / "run.json").write_text('{"profile": "ci", "git_commit": "old"}')
+    (committed / "headlines" / "03_training.json").write_text('{"old": true}')
+    real, calls = shutil.copy2, []
+
+    def copy_then_fill_the_disk(src, dst, *a, **k):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(src, dst, *a, **k)
+
+    monkeypatch.setattr(shutil, "copy2", copy_then_fill_the_disk)
+    with pytest.raises(UserError, match="No space left on device.*left as they were"):
+        save_results(artifacts, root=tmp_path / "repo")
+    assert (committed / "run.json").read_text() == '{"profile": "ci", "git_commit": "old"}'
+    assert sorted(p.name for p in (committed / "headlines").iterdir()) == ["03_training.json"]
+    assert sorted(p.name for p in committed.parent.iterdir()) == ["ci"]
+    monkeypatch.setattr(shutil, "copy2", real)
+    assert save_results(artifacts, root=tmp_path / "repo") == committed
+    assert sorted(p.name for p in (committed / "headlines").iterdir()) == ["03_training.json", "04_ablation.json"]
+    assert sorted(p.name for p in committed.parent.iterdir()) == ["ci"]
+
+
 def test_replicates_pool_runs_instance_by_instance_and_count_a_reused_run_once(tmp_path, capsys):
     """`report --replicates`: won/lost per run on the instances both policies have, pooled over distinct runs."""
     from codegrep import cli
