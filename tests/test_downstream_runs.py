@@ -13,6 +13,8 @@ from pathlib import Path
 from codegrep import cli
 from codegrep.mining.inputs import embedded_dir
 
+ROOT = Path(__file__).resolve().parents[1]
+
 EMBEDDED = embedded_dir() / "mini-swe-agent"
 IID = "django__django-11433"
 
@@ -534,3 +536,29 @@ def test_a_predictions_file_is_not_taken_for_openhands_runs(tmp_path, capsys):
     last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output", str(preds),
                            "--out", str(tmp_path / "o.jsonl")])
     assert "all_preds.jsonl:1:" in last and "not an OpenHands output.jsonl row" in last
+
+
+def test_the_harness_rule_written_out_gives_the_harness_verdict():
+    """``swebench_report.fully_resolved`` avoids importing the harness (about a second of CPU per mining worker); it
+    must answer as ``swebench.harness.grading.get_resolution_status`` does (FULL or not) on every shipped report
+    and on the edge cases (empty categories, partial fail-to-pass, a broken pass-to-pass test)."""
+    import itertools
+
+    from swebench.harness.constants import ResolvedStatus
+    from swebench.harness.grading import get_resolution_status
+
+    from codegrep.data.swebench_report import fully_resolved
+
+    statuses = []
+    for path in sorted((ROOT / "data" / "trajectories").rglob("*.report.json")):
+        report = json.loads(path.read_text())  # the record beside each run, or {instance_id: record}
+        for record in [report] if "tests_status" in report else report.values():
+            if isinstance(record, dict) and record.get("tests_status"):
+                statuses.append(record["tests_status"])
+    assert len(statuses) >= 300
+    lists = ([], ["a"], ["a", "b"])
+    for f2p_s, f2p_f, p2p_s, p2p_f in itertools.product(lists, repeat=4):
+        statuses.append({"FAIL_TO_PASS": {"success": f2p_s, "failure": f2p_f},
+                         "PASS_TO_PASS": {"success": p2p_s, "failure": p2p_f}})
+    for status in statuses:
+        assert fully_resolved(status) == (get_resolution_status(status) == ResolvedStatus.FULL.value), status

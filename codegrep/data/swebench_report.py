@@ -16,8 +16,9 @@ Shapes accepted (``load_report`` reads a file or a directory of them; ``resolved
 - SWE-bench experiments' ``results.json`` (``{"resolved": [ids], ...}``; it lists no unresolved instance: every
   other instance was not resolved).
 
-Where per-test results are present (``tests_status``), the harness's own ``get_resolution_status`` recomputes the
-verdict and it must agree with the ``resolved`` flag.
+Where per-test results are present (``tests_status``), the verdict is recomputed by the harness's rule
+(``fully_resolved``, the FULL case of ``swebench.harness.grading.get_resolution_status``; a test holds the two to the
+same answers) and must agree with the ``resolved`` flag.
 """
 from __future__ import annotations
 
@@ -86,13 +87,26 @@ def resolved(report: Any, instance_id: str) -> bool | None:
     if record is None or not isinstance(record.get("resolved"), bool):
         return None
     flag = record["resolved"]
-    if record.get("tests_status"):
-        from swebench.harness.constants import ResolvedStatus
-        from swebench.harness.grading import get_resolution_status
-
-        if (get_resolution_status(record["tests_status"]) == ResolvedStatus.FULL.value) != flag:
+    if isinstance(record.get("tests_status"), dict) and record["tests_status"]:
+        if fully_resolved(record["tests_status"]) != flag:
             raise ValueError(f"swebench report for {instance_id}: 'resolved'={flag} disagrees with its tests_status")
     return flag
+
+
+def fully_resolved(tests_status: dict[str, Any]) -> bool:
+    """The harness's FULL verdict: every FAIL_TO_PASS and every PASS_TO_PASS test passed (an empty category counts as
+    passed). Written out here because importing ``swebench.harness`` costs about a second of CPU (it loads the whole
+    harness), once per mining worker and per command, for a rule of four lengths.
+
+    >>> fully_resolved({"FAIL_TO_PASS": {"success": ["t1"], "failure": []}, "PASS_TO_PASS": {"success": [], "failure": []}})
+    True
+    >>> fully_resolved({"FAIL_TO_PASS": {"success": ["t1"], "failure": ["t2"]}, "PASS_TO_PASS": {"success": ["t3"]}})
+    False
+    """
+    def all_passed(category: str) -> bool:
+        tests = tests_status.get(category) or {}
+        return not (tests.get("failure") if isinstance(tests, dict) else None)
+    return all_passed("FAIL_TO_PASS") and all_passed("PASS_TO_PASS")
 
 
 def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
