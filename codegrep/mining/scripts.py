@@ -32,8 +32,9 @@ def python_writes(code: str) -> tuple[tuple[str, bool], ...]:
     >>> python_writes("import sys\\nopen(sys.argv[1], 'w')"), python_writes("open('a.py', 'w'"), python_writes("open('a.py')")
     ((), (), ())
     """
-    if "write_text" not in code and "write_bytes" not in code and not _WRITE_MODE.search(code):
-        return ()  # a write this reads needs a literal mode ('w', "a+", 'wb' ...) or write_text/write_bytes
+    if "write_text" not in code and "write_bytes" not in code and not ("open" in code and _WRITE_MODE.search(code)):
+        return ()  # a write this reads is write_text/write_bytes or an open() with a literal mode ('w', "a+", 'wb' ...);
+        # the mode alone is no sign: Symbol('x') and 'a' are in most reproduction scripts
     try:
         with warnings.catch_warnings():  # an agent's invalid escape ('\\d') is its script's business
             warnings.simplefilter("ignore")
