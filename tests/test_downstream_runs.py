@@ -165,6 +165,18 @@ def test_harness_reports_of_every_shape_and_an_instance_missing_from_them(tmp_pa
     assert "preds.json" in last and "not a swebench harness report" in last
 
 
+def test_an_empty_per_instance_report_is_the_harness_error_of_that_instance(tmp_path, capsys):
+    """The harness's make_run_report counts an empty <id>/report.json as an error (evaluated, not resolved); a
+    directory holding one stopped --report DIR with 'invalid JSON' instead."""
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED, OTHER])
+    logs = tmp_path / "logs" / "run_evaluation" / "r1" / "model"
+    _write(logs / RESOLVED / "report.json", {RESOLVED: _report(RESOLVED)})
+    _write(logs / UNRESOLVED / "report.json", " \n")
+    summary, rows = _downstream(tmp_path, capsys, src, "--report", str(tmp_path / "logs"))
+    assert {r["instance_id"]: r["resolved"] for r in rows} == {RESOLVED: True, UNRESOLVED: False, OTHER: None}
+    assert summary["n_judged"] == 2 and summary["resolve_rate"] == 0.5
+
+
 def _event(i: int, source: str, action: str | None = None, response: str | None = None, **args) -> dict:
     ev = {"id": i, "source": source, "timestamp": f"2024-06-01T10:00:{i:02d}"}
     if action:

@@ -9,7 +9,8 @@ Shapes accepted (``load_report`` reads a file or a directory of them; ``resolved
   **not evaluated**: ``resolved`` None, ``infra_failure`` their reason; ``ambiguous_failure_ids``, which a bad
   patch can cause too, stay unresolved);
 - the **per-instance** ``report.json`` (``{instance_id: {"resolved": bool, "tests_status": ...}}``), or a
-  directory of them (the harness's ``logs/run_evaluation/<run>/<model>/<id>/report.json``, merged);
+  directory of them (the harness's ``logs/run_evaluation/<run>/<model>/<id>/report.json``, merged; an empty one
+  there is the harness's error, an unresolved ``<id>``, as its ``make_run_report`` counts it);
 - the **inner record** of one instance alone (``{"resolved": bool, ...}``: the report stored beside one trajectory,
   an OpenHands row's ``test_result.report``); it names no instance, so it is refused where a whole run's report is
   expected (``whole_run``);
@@ -122,6 +123,9 @@ def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
             raise UserError(f"swebench report {p}: a directory without any report.json under it")
         merged: dict[str, Any] = {}
         for f in files:
+            if f.parent != p and not f.read_bytes().strip():  # the harness's <id>/report.json left empty: it counts
+                merged[f.parent.name] = {"resolved": False, "empty_report": True}  # the instance as an error
+                continue
             merged.update(load_report(f, whole_run=True))
         return merged
     if not p.is_file():
