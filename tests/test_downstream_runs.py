@@ -269,6 +269,19 @@ def test_openhands_rows_carrying_their_own_verdict(tmp_path, capsys):
     assert [r["resolved"] for r in rows] == [True, False, None] and summary["n_judged"] == 2
 
 
+def test_an_openhands_report_with_error_eval_is_not_a_verdict(tmp_path, capsys):
+    """eval_infer writes resolved False with error_eval True when the evaluation itself failed (its default, not
+    a verdict): it counted as unresolved; test_timeout (the harness's error too) stays unresolved."""
+    base = {"resolved": False, "empty_generation": False, "failed_apply_patch": False, "test_timeout": False}
+    rows = [_oh_row("a__b-1", 10, test_result={"git_patch": "diff", "report": {**base, "error_eval": True}}),
+            _oh_row("a__b-2", 10, report={**base, "error_eval": True}),
+            _oh_row("a__b-3", 10, test_result={"git_patch": "diff", "report": {**base, "error_eval": False,
+                                                                               "test_timeout": True}})]
+    out = _write(tmp_path / "output.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert [r["resolved"] for r in rows] == [None, None, False] and summary["n_judged"] == 1
+
+
 def test_replay_skips_a_recorded_run_without_token_usage(tmp_path, capsys):
     """One old-version run (no per-call usage) in --set downstream.replay.trajectories=DIR stopped the whole replay
     ("no model call recorded token usage"); it is skipped and counted like a run without a verdict."""

@@ -160,7 +160,10 @@ def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
             id_from_name(source)
     instance_id = strip_run_suffix(raw_id)
     result = row.get("test_result") or {}
-    resolved = report_resolved(result.get("report") or row.get("report") or report, instance_id)
+    own = result.get("report") or row.get("report")
+    if isinstance(own, dict) and own.get("error_eval"):  # eval_infer's evaluation itself failed: its resolved
+        own = None  # False is its default, not a verdict (not evaluated)
+    resolved = report_resolved(own or report, instance_id)
     if resolved is None and isinstance(row.get("resolved"), bool):
         resolved = row["resolved"]
     return Trajectory(trajectory_id=raw_id, instance_id=instance_id, source_format=NAME, events=events,
