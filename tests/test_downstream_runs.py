@@ -206,6 +206,21 @@ def test_openhands_rounds_of_paired_history_and_of_a_condensed_run(tmp_path, cap
     assert rows[0]["extra"]["viewed_files"] == ["a.py", "b.py"]
 
 
+def test_openhands_rounds_count_only_llm_responses(tmp_path, capsys):
+    """Agent-sourced actions of OpenHands' ActionType that no LLM response produces (the controller's
+    change_agent_state, null, loop_recovery) counted as rounds; an answer with no tool call (a message without
+    tool_call_metadata) and one response's several tool calls are one round each, a think tool call is a round."""
+    history = [_event(0, "agent", "system", content="You are..."), _event(1, "user", "message", content="Fix"),
+               _event(2, "agent", "change_agent_state", agent_state="running"),
+               _event(3, "agent", "run", "r1", command="ls"), _event(4, "agent", "read", "r1", path="/w/a.py"),
+               _event(5, "agent", "think", "r2", thought="hm"), _event(6, "agent", "null"),
+               _event(7, "agent", "loop_recovery"), _event(8, "agent", "message", content="Done?"),
+               _event(9, "agent", "change_agent_state", agent_state="awaiting_user_input")]
+    out = _write(tmp_path / "output.jsonl", json.dumps(_oh_row("a__b-1", 10, history)) + "\n")
+    summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert rows[0]["rounds"] == 3 == summary["mean_rounds"]
+
+
 def test_tokens_a_run_did_not_record_are_unknown_not_zero(tmp_path, capsys):
     """A mini-swe-agent file of a version that kept only ``model_stats`` (api_calls, instance_cost) and an
     OpenHands row with only ``accumulated_cost`` recorded no token usage: they entered the means as 0 tokens."""

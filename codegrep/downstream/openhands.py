@@ -140,20 +140,26 @@ def write_openhands_run(tasks: Sequence[Task], candidates: dict[str, list[str]] 
     return OpenHandsRun(run_dir, dataset_file, config_file, script, infer, evaluate, output_dir)
 
 
-_NOT_LLM = ("system", "recall", "condensation")
-"""Agent-side actions no response of the agent's LLM produced (the system prompt, memory recall, a condenser)."""
+_NOT_LLM = ("system", "recall", "condensation", "change_agent_state", "null", "pause", "resume", "stop",
+            "loop_recovery")
+"""Agent-side action kinds (OpenHands' ``ActionType``) no response of the agent's LLM produces: the system prompt,
+memory recall, a condenser's summary, the controller's state changes and loop recovery."""
 
 
 def _llm_response_ids(history: Iterable[dict[str, Any]]) -> list[str]:
-    """Ids of the LLM responses behind the agent's actions, in order (one per agent round)."""
+    """Ids of the LLM responses behind the agent's actions, in order (one per agent round): an action whose
+    ``tool_call_metadata`` names its model response is that response's (one response's several tool calls are one
+    round); one without (an answer with no tool call, versions before function calling) is its own, unless its kind
+    is one no LLM response produces (``_NOT_LLM``)."""
     ids: dict[str, None] = {}
     for i, ev in enumerate(history):
-        if ev.get("source") != "agent" or "action" not in ev or ev.get("action") in _NOT_LLM:
+        if ev.get("source") != "agent" or "action" not in ev:
             continue
         meta = ev.get("tool_call_metadata") if isinstance(ev.get("tool_call_metadata"), dict) else {}
         response = meta.get("model_response") if isinstance(meta.get("model_response"), dict) else {}
-        rid = response.get("id") or f"event-{ev.get('id', i)}"
-        ids.setdefault(str(rid), None)
+        if not response.get("id") and ev.get("action") in _NOT_LLM:
+            continue
+        ids.setdefault(str(response.get("id") or f"event-{ev.get('id', i)}"), None)
     return list(ids)
 
 
