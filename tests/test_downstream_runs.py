@@ -461,6 +461,25 @@ def test_a_summary_with_undefined_means_prints_strict_json(tmp_path, capsys):
     assert summary["n_tokens"] == 0 and summary["mean_tokens"] is None
 
 
+def test_an_openhands_error_row_without_history_has_unknown_rounds(tmp_path, capsys):
+    """run_infer's row for an instance whose runs all failed has an error and no history: it counted 0 rounds in
+    mean_rounds (and in paired rounds changes), as its unknown tokens are not counted 0."""
+    from codegrep.downstream.agent_runs import paired_compare
+    from codegrep.downstream.openhands import results_from_output
+
+    error_rows = [{"instance_id": "a__b-2", "test_result": {}, "error": "Maximum retries exceeded", "history": h}
+                  for h in (None, [])]
+    for error in error_rows:
+        out = _write(tmp_path / "output.jsonl", json.dumps(_oh_row("a__b-1", 10)) + "\n" + json.dumps(error) + "\n")
+        summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+        assert [r["rounds"] for r in rows] == [1, None] and (summary["mean_rounds"], summary["n_rounds"]) == (1.0, 1)
+    base = results_from_output(out)
+    hinted = results_from_output(_write(tmp_path / "h.jsonl", "".join(json.dumps(_oh_row(i, 10, [
+        _event(1, "agent", "run", "r1", command="ls"), _event(2, "agent", "run", "r2", command="ls")])) + "\n"
+        for i in ("a__b-1", "a__b-2"))))
+    assert paired_compare(base, hinted)["rounds"]["change"] == 1.0  # 1 -> 2 on the one pair whose rounds are known
+
+
 SWE_AGENT = embedded_dir() / "format-samples"
 
 

@@ -166,7 +166,8 @@ def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
     """Resolve rate (over evaluated instances: ``n_judged``; the harness's infrastructure failures are not, they are
     counted in ``n_infra_failure`` and named in ``infra_failure_ids``), mean rounds, mean tokens (all and resolved)
     over the runs whose tokens are known (``n_tokens``: how many; a run that recorded no usage is left out, not
-    counted as 0; so is one that recorded it on only some calls, counted in ``n_tokens_partial``).
+    counted as 0; so is one that recorded it on only some calls, counted in ``n_tokens_partial``); mean rounds
+    likewise over the runs whose rounds are known (``n_rounds``: an OpenHands error row with no history is not 0).
 
     >>> s = summarize([DownstreamResult("a", "x", True, 4, 100, 10), DownstreamResult("b", "x", False, 2, None, None)])
     >>> s["mean_rounds"], s["mean_tokens"], s["n_tokens"], s["mean_tokens_resolved"]
@@ -177,8 +178,9 @@ def summarize(results: Sequence[DownstreamResult]) -> dict[str, Any]:
     mean = lambda xs: float(np.mean(xs)) if len(xs) else float("nan")  # noqa: E731
     known = lambda rs: [r.tokens for r in rs if r.tokens is not None]  # noqa: E731
     infra = [r.instance_id for r in results if r.infra_failure]
+    rounds = [r.rounds for r in results if r.rounds is not None]
     return {"agent": results[0].agent if results else None, "n": len(results), "n_judged": len(judged),
-            "resolve_rate": mean([float(r.resolved) for r in judged]), "mean_rounds": mean([r.rounds for r in results]),
+            "resolve_rate": mean([float(r.resolved) for r in judged]), "n_rounds": len(rounds), "mean_rounds": mean(rounds),
             "n_tokens": len(known(results)), "mean_tokens": mean(known(results)),
             "n_tokens_partial": sum(bool(r.extra.get("tokens_partial")) for r in results),
             "mean_tokens_resolved": mean(known(resolved)),
@@ -224,7 +226,7 @@ def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[Downstream
     """Paired comparison on the instances both runs share (``n_pairs``; ``n_only_base`` / ``n_only_hint``: the
     instances of one side only, left out). An instance listed twice on one side counts once, by its last row.
     Resolve statistics are over the pairs judged on both sides (``n_judged``); a pair with an infrastructure
-    failure on either side is not judged (``n_infra_failure``).
+    failure on either side is not judged (``n_infra_failure``); rounds over the pairs whose rounds are both known.
 
     >>> r = lambda i, ok: DownstreamResult(i, "x", ok, 5, 100, 10)  # noqa: E731
     >>> p = paired_compare([r("a", True), r("b", False), r("a", False)], [r("b", True), r("c", True), r("a", True)])
@@ -237,6 +239,7 @@ def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[Downstream
     judged = [(a, b) for a, b in pairs if a.judged and b.judged]
     ra, rb = [bool(a.resolved) for a, _ in judged], [bool(b.resolved) for _, b in judged]
     diff = paired_bootstrap_diff([float(x) for x in ra], [float(x) for x in rb], seed=seed) if judged else (np.nan,) * 3
+    counted = [(a, b) for a, b in pairs if a.rounds is not None and b.rounds is not None]
     both = [(a, b) for a, b in judged if a.resolved and b.resolved and a.tokens is not None and b.tokens is not None]
     return {"n_pairs": len(pairs), "n_only_base": len(by_id.keys() - hint_by_id.keys()),
             "n_only_hint": len(hint_by_id.keys() - by_id.keys()), "n_judged": len(judged),
@@ -246,7 +249,7 @@ def paired_compare(base: Sequence[DownstreamResult], hinted: Sequence[Downstream
             "resolve_hint": float(np.mean(rb)) if rb else float("nan"),
             "resolve_diff": diff[0], "resolve_diff_low": diff[1], "resolve_diff_high": diff[2],
             "mcnemar": mcnemar(ra, rb),
-            "rounds": relative_change([a.rounds for a, _ in pairs], [b.rounds for _, b in pairs], seed=seed),
+            "rounds": relative_change([a.rounds for a, _ in counted], [b.rounds for _, b in counted], seed=seed),
             "tokens_resolved": relative_change([a.tokens for a, _ in both], [b.tokens for _, b in both], seed=seed)}
 
 

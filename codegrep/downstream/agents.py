@@ -29,8 +29,8 @@ class DownstreamResult:
     """Which agent produced it: ``openhands``, ``mini-swe-agent``, or ``replay`` (the cost model)."""
     resolved: bool | None
     """Resolved by the official harness (None = not evaluated, e.g. no Docker, or an ``infra_failure``)."""
-    rounds: int
-    """LLM calls (agent turns) the rollout took."""
+    rounds: int | None
+    """LLM calls (agent turns) the rollout took (None = unknown: an OpenHands error row that recorded no history)."""
     prompt_tokens: int | None
     """Prompt tokens summed over all LLM calls (None = the run recorded no usage: unknown, not 0)."""
     completion_tokens: int | None

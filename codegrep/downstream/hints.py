@@ -335,7 +335,7 @@ def summarize_hint_experiment(results: str | Path | Iterable[dict[str, Any]] | N
         row = {"arm": arm, "precision": float(sel[0][1]["precision"]) if sel else float("nan"),
                "n_pairs": len(sel), "n_judged": len(judged)}
         for name, items, get in (("resolve", judged, lambda r: float(r["resolved"])),
-                                 ("rounds", sel, lambda r: float(r["rounds"])),
+                                 ("rounds", known(sel, "rounds"), lambda r: float(r["rounds"])),
                                  ("tokens", known(sel, "tokens"), lambda r: float(r["tokens"]))):
             d = paired_bootstrap_diff([get(b) for b, _ in items], [get(h) for _, h in items], n_boot=n_boot,
                                       seed=seed) if items else (float("nan"),) * 3

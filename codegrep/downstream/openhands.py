@@ -188,7 +188,7 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
     hint = instance.get("codegrep_candidates")
     viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
     return DownstreamResult(instance_id=iid, agent="openhands", resolved=resolved,
-                            rounds=len(_llm_response_ids(history)), prompt_tokens=prompt,
+                            rounds=len(_llm_response_ids(history)) if history else None, prompt_tokens=prompt,
                             completion_tokens=completion, seconds=_seconds(history), trajectory=source or None,
                             candidate_files=hint, repo=str(instance.get("repo") or ""), infra_failure=infra,
                             extra={"tokens_known": usage is not None, "error": row.get("error"), "actions": parsed.n_steps,
