@@ -106,6 +106,34 @@ def test_replay_sources_given_as_one_string_are_one_source(tmp_path, monkeypatch
     assert [t.instance_id for t in traces] == ["psf__requests-5414"] and traces[0].gold == ["requests/models.py"]
 
 
+def test_replay_over_two_runs_of_one_instance_is_refused(tmp_path):
+    """Two different recorded runs of one instance (run1/, run2/ under one source) were taken silently, the last
+    found; a copy of one run in two places (gzipped and not) still counts once."""
+    import gzip
+    import shutil
+
+    import pytest
+
+    from codegrep.downstream.traces import load_traces
+    from codegrep.errors import UserError
+    from codegrep.mining.inputs import embedded_dir
+
+    iid = "psf__requests-5414"
+    for run in ("run1", "run2"):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        shutil.copy(embedded_dir() / "mini-swe-agent" / f"{iid}.report.json.gz", tmp_path / "runs" / run)
+    shutil.copy(embedded_dir() / "mini-swe-agent" / f"{iid}.traj.json.gz", tmp_path / "runs" / "run1")
+    traj = json.loads(gzip.decompress((tmp_path / "runs" / "run1" / f"{iid}.traj.json.gz").read_bytes()))
+    (tmp_path / "runs" / "run2" / f"{iid}.traj.json").write_text(json.dumps(traj))
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"instance_id": iid, "gold_files": ["requests/models.py"]}))
+    cfg = {"trajectories": [str(tmp_path / "runs")], "gold_tasks": [str(tmp_path / "tasks.jsonl")]}
+    assert [t.instance_id for t in load_traces(cfg)] == [iid]
+    traj["messages"] = traj["messages"][:-2]  # another run of the same instance
+    (tmp_path / "runs" / "run2" / f"{iid}.traj.json").write_text(json.dumps(traj))
+    with pytest.raises(UserError, match=f"two recorded runs of {iid} .*run1.*run2"):
+        load_traces(cfg)
+
+
 def test_real_traces_are_measured(real_traces):
     from codegrep.downstream.replay import measure_params
 

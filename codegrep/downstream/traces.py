@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.data.tasks import patch_files
 from codegrep.downstream.replay import Trace, observed_paths, steps_from_usage
+from codegrep.errors import UserError
 from codegrep.metrics import dedupe
 
 _SEARCH_KINDS = ("search", "find", "list")
@@ -87,8 +88,8 @@ def _source_dirs(src: str) -> list[Path]:
 
 def trajectory_files(sources: Iterable[str]) -> list[Path]:
     """mini-swe-agent ``*.traj.json[.gz]`` files of the sources (``shipped``: the 400 real runs in ``data/``;
-    ``embedded``: the 15 inside the package; dirs, files); missing sources are skipped, and a trajectory present
-    in two sources counts once."""
+    ``embedded``: the 15 inside the package; dirs, files); missing sources are skipped, and a file named twice (one
+    source inside another) counts once (a copy of one run in two sources: ``load_traces``)."""
     files: list[Path] = []
     for src in sources:
         for root in _source_dirs(str(src)):
@@ -96,7 +97,7 @@ def trajectory_files(sources: Iterable[str]) -> list[Path]:
                 files.append(root)
             elif root.is_dir():
                 files += sorted(p for p in root.rglob("*") if p.name.endswith((".traj.json", ".traj.json.gz")))
-    return list({p.name.removesuffix(".gz"): p for p in files}.values())
+    return list({p.resolve(): p for p in files}.values())
 
 
 def gold_index(task_files: Iterable[str]) -> dict[str, list[str]]:
@@ -133,16 +134,24 @@ def _sources(value: Any) -> list[str]:
 
 
 def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
-    """Traces for every configured trajectory with a known verdict and known gold files."""
+    """Traces for every configured trajectory with a known verdict and known gold files. One run per instance: a
+    copy of one run in two sources (the same trajectory) counts once; two different runs of one instance are a
+    ``UserError`` naming both (which one the replay should measure is not knowable from the files)."""
     from codegrep.mining.formats.minisweagent import load
     from codegrep.mining.inputs import report_beside
 
     gold = gold_index(_sources(replay_cfg.get("gold_tasks")))
-    traces, skipped, no_usage = [], [], []
+    traces, skipped, no_usage, first = [], [], [], {}
     for path in trajectory_files(_sources(replay_cfg.get("trajectories"))):
         traj = load(path)
         iid = str(traj.get("instance_id") or path.name.split(".traj")[0])
         traj["instance_id"] = iid
+        if iid in first:
+            if load(first[iid]) == traj:  # the same run copied into two sources
+                continue
+            raise UserError(f"replay: two recorded runs of {iid} ({first[iid]}, {path}); a replay source holds one "
+                            "run per instance: give the directory of one run")
+        first[iid] = path
         report = report_beside(str(path))
         resolved = report_resolved(report, iid)
         files = gold.get(iid) or (patch_files((traj.get("info") or {}).get("submission", "")) if resolved else [])
