@@ -107,4 +107,7 @@ def test_outputs_identical_with_every_fast_path_off(tmp_path, monkeypatch):
 def _report_by_stdlib(path: str):
     p = Path(path)
     cand = p.parent / (p.name.split(".traj")[0] + ".report.json")
-    return json.loads(cand.read_text()) if cand.is_file() else inputs.report_beside.__wrapped__(path)
+    return json.loads(cand.read_text()) if cand.is_file() else _REPORT_BESIDE(path)
+
+
+_REPORT_BESIDE = inputs.report_beside  # before the test's monkeypatch

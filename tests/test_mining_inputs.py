@@ -63,6 +63,21 @@ def test_harness_report_beside_an_events_file_is_read(tmp_path, capsys):
     assert rec["resolved"] is True and rec["useful"] is True
 
 
+def test_a_report_written_beside_a_run_after_a_first_look_is_seen(tmp_path):
+    """report_beside was cached per process by the trajectory's path: a report the harness wrote after a first look
+    (a notebook kernel reading the runs before and after evaluating them) stayed unknown, a rewritten one stale."""
+    from codegrep.mining.inputs import report_beside
+
+    traj = tmp_path / "a__b-1.traj.json"
+    traj.write_text("{}")
+    assert report_beside(str(traj)) is None
+    rep = tmp_path / "a__b-1.report.json"
+    rep.write_text(json.dumps({"a__b-1": {"resolved": False}}))
+    assert report_beside(str(traj)) == {"a__b-1": {"resolved": False}}
+    rep.write_text(json.dumps({"a__b-1": {"resolved": True}}) + "\n")
+    assert report_beside(str(traj)) == {"a__b-1": {"resolved": True}}
+
+
 def test_openhands_stream_id_from_workspace_path_and_first_message(tmp_path):
     d = tmp_path / "runs"
     d.mkdir()

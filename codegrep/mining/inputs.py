@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import re
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -266,10 +267,19 @@ def span_lines(path: str, start: int, end: int) -> Iterator[bytes]:
 
 
 @lru_cache(maxsize=64)
+def _report_at(path: str, mtime_ns: int, size: int) -> Any:
+    """A report file's value, read once per version of the file (its mtime and size are in the key)."""
+    try:
+        return read_json(path)
+    except (ValueError, OSError, EOFError):
+        return None
+
+
 def report_beside(path: str) -> Any:
     """The SWE-bench ``report.json`` next to a trajectory file: ``<stem>.report.json``, ``<id>.report.json`` (the
     id the file name gives once every known suffix is gone: ``<id>.events.json``, ``<id>.history.json`` ...) or
-    ``report.json``."""
+    ``report.json``. Looked up at each call (a report the harness writes later, in a long-lived process, is seen);
+    a file is read once per version."""
     from codegrep.mining.ids import id_from_name
 
     p = Path(path)
@@ -280,10 +290,10 @@ def report_beside(path: str) -> Any:
             break
     stems = dict.fromkeys((stem, id_from_name(p.name)))
     for name in (*(f"{s}.report.json{gz}" for s in stems for gz in ("", ".gz")), "report.json", "report.json.gz"):
-        cand = p.parent / name
-        if cand.is_file():
-            try:
-                return read_json(cand)
-            except (ValueError, OSError, EOFError):
-                return None
+        try:
+            st = (p.parent / name).stat()
+        except OSError:  # not there (or not reachable): the next name
+            continue
+        if stat.S_ISREG(st.st_mode):
+            return _report_at(str(p.parent / name), st.st_mtime_ns, st.st_size)
     return None
