@@ -447,6 +447,15 @@ def test_a_wildcard_read_is_a_read_of_no_one_file():
     assert [event_call(e) for e in parse_shell("cat pkg/*.py")] == [None]
 
 
+def test_a_wildcard_edit_is_an_edit_of_no_one_file():
+    """``sed -i ... pkg/*.py`` edits the files the shell expanded it to, which are not known: it kept 'pkg/*.py' as
+    an edited file and, with no diff, as a changed (target) file; as a wildcard read, it names no file now, but
+    still ends the context before the first edit."""
+    rec = supervision_record(parse_row(_mini_run(["cat pkg/a.py", "sed -i 's/a/b/' pkg/*.py", "cat pkg/b.py"])))
+    assert rec.edited_files == [] and rec.patch_files == [] and rec.target_files == []
+    assert rec.viewed_files == ["pkg/a.py", "pkg/b.py"] and rec.context_files == ["pkg/a.py"]
+
+
 def test_a_wildcard_rm_deletes_the_files_it_matches():
     """With no diff the files the run wrote stand in; ``rm repro_*.py`` removes the matching ones (only in that
     directory: the shell's ``*`` stops at ``/``)."""

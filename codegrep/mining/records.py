@@ -113,7 +113,7 @@ def _final_writes(events: list[Event]) -> list[str]:
     """Files written and not deleted afterwards (stands in for a missing diff)."""
     alive: dict[str, None] = {}
     for e in events:
-        if e.kind in _WRITES and in_repo(e.path):
+        if e.kind in _WRITES and in_repo(e.path) and not glob_split(e.path):  # sed -i ... pkg/*.py: no one file
             alive[e.path] = None
         elif e.kind == "delete" and e.path is not None:  # rm x, rm -r dir, rm repro_*.py
             for p in [p for p in alive if p == e.path or p.startswith(e.path + "/") or _matches(p, e.path)]:
@@ -140,7 +140,7 @@ def created_files(events: list[Event], existing: set[str] | frozenset[str] = fro
     """
     first: dict[str, str] = {}
     for e in events:
-        if e.path and e.kind in _FILE_KINDS:
+        if e.path and e.kind in _FILE_KINDS and not glob_split(e.path):
             first.setdefault(e.path, e.kind)
     return {p for p, kind in first.items() if kind == "create" and p not in existing}
 
@@ -175,7 +175,7 @@ def supervision_record(traj: Trajectory, task: Task | None = None) -> Supervisio
         repo=task.repo if task else repo_from_instance_id(traj.instance_id),
         base_commit=task.base_commit if task else None, source_format=traj.source_format, resolved=traj.resolved,
         patch_files=changed, patch_source=source,
-        edited_files=_ordered([e.path for e in events if e.kind in _WRITES]),
+        edited_files=_ordered([e.path for e in events if e.kind in _WRITES and not glob_split(e.path)]),
         viewed_files=_ordered([e.path for e in views]),
         search_patterns=list(dict.fromkeys(e.pattern for e in events if e.kind == "search" and e.pattern)),
         target_files=targets, excluded_files={f: lab for f, lab in labels.items() if lab != "target"},
