@@ -206,6 +206,15 @@ def test_openhands_rounds_of_paired_history_and_of_a_condensed_run(tmp_path, cap
     assert rows[0]["extra"]["viewed_files"] == ["a.py", "b.py"]
 
 
+def test_viewed_files_of_a_run_name_repository_files_only(tmp_path, capsys):
+    """A run's viewed_files (the hint experiment's opened_gold reads them) listed 'pkg/*.py' and '/tmp/r.py' as
+    viewed files; as in the supervision record, a wildcard or a path outside the repository names none."""
+    history = [_event(1, "agent", "run", "r1", command="cat pkg/*.py; cat /tmp/r.py; cat pkg/a.py"), _event(2, "agent")]
+    out = _write(tmp_path / "output.jsonl", json.dumps(_oh_row("a__b-1", 10, history)) + "\n")
+    _, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert rows[0]["extra"]["viewed_files"] == ["pkg/a.py"]
+
+
 def test_openhands_rounds_count_only_llm_responses(tmp_path, capsys):
     """Agent-sourced actions of OpenHands' ActionType that no LLM response produces (the controller's
     change_agent_state, null, loop_recovery) counted as rounds; an answer with no tool call (a message without

@@ -111,6 +111,7 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
     Rounds, tokens and the files opened come from the one mini-swe-agent reader,
     ``codegrep.mining.formats.minisweagent`` (``read`` for usage, ``parse`` for file events).
     """
+    from codegrep.mining.events import viewed_files
     from codegrep.mining.formats import minisweagent as parser
     from codegrep.mining.ids import id_from_name
 
@@ -118,7 +119,7 @@ def result_from_trajectory(traj: dict[str, Any], report: dict[str, Any] | None =
     parsed = parser.parse(traj, source=path or "")
     iid = run.instance_id or parsed.instance_id or (id_from_name(path) if path else "")  # ``mini`` stores none
     resolved = report_resolved(report, iid)
-    viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
+    viewed = viewed_files(parsed.events)
     if candidate_files is None and isinstance(traj.get("codegrep"), dict):
         recorded = traj["codegrep"].get("candidate_files")
         candidate_files = [str(f) for f in recorded] if isinstance(recorded, list) else None

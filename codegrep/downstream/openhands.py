@@ -174,6 +174,7 @@ def _seconds(history: Sequence[dict[str, Any]]) -> float:
 def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = None,
                            source: str = "") -> DownstreamResult:
     """A ``DownstreamResult`` from one ``output.jsonl`` row (``EvalOutput``: history, metrics, test_result)."""
+    from codegrep.mining.events import viewed_files
     from codegrep.mining.formats import openhands as parser
 
     history = parser.flatten_history(row.get("history"))  # events, or older versions' [action, observation] pairs
@@ -186,7 +187,7 @@ def result_from_output_row(row: dict[str, Any], report: dict[str, Any] | None = 
         resolved = parsed.resolved  # top-level report its update_output_with_eval script adds
     instance = row.get("instance") or {}
     hint = instance.get("codegrep_candidates")
-    viewed = list(dict.fromkeys(e.path for e in parsed.events if e.kind == "view" and e.path))
+    viewed = viewed_files(parsed.events)
     return DownstreamResult(instance_id=iid, agent="openhands", resolved=resolved,
                             rounds=len(_llm_response_ids(history)) if history else None, prompt_tokens=prompt,
                             completion_tokens=completion, seconds=_seconds(history), trajectory=source or None,

@@ -19,6 +19,7 @@ def result_from_traj(traj: dict[str, Any], report: dict[str, Any] | None = None,
                      path: str | None = None) -> DownstreamResult:
     """A ``DownstreamResult`` from one SWE-agent ``.traj`` mapping; the id is the file's (``instance_id``, the
     replay config's problem statement id), else its name's (``<id>.traj``)."""
+    from codegrep.mining.events import viewed_files
     from codegrep.mining.formats import sweagent as parser
     from codegrep.mining.formats.base import loose_mapping
 
@@ -33,6 +34,5 @@ def result_from_traj(traj: dict[str, Any], report: dict[str, Any] | None = None,
                             prompt_tokens=usage[0] if usage else None, completion_tokens=usage[1] if usage else None,
                             trajectory=path, infra_failure=infra_failure(report, iid),
                             extra={"exit_status": info.get("exit_status"), "actions": parsed.n_steps,
-                                   "viewed_files": list(dict.fromkeys(e.path for e in parsed.events
-                                                                      if e.kind == "view" and e.path)),
+                                   "viewed_files": viewed_files(parsed.events),
                                    "patch": parsed.patch, "tokens_known": usage is not None})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from codegrep.env.contract import ToolCall
 from codegrep.metrics import normalize_path
@@ -79,6 +79,18 @@ def glob_split(path: str | None) -> tuple[str, str] | None:
     parts = path.split("/")
     at = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
     return "/".join(parts[:at]), "/".join(parts[at:])
+
+
+def viewed_files(events: Iterable[Event]) -> list[str]:
+    """The repository files the events view, in first-view order: a wildcard (``cat pkg/*.py``) or a path outside
+    the repository names none, as in the supervision record's ``viewed_files``.
+
+    >>> viewed_files([Event("view", 0, "a.py"), Event("view", 1, "pkg/*.py"), Event("view", 2, "/tmp/r.py"),
+    ...               Event("search", 3, "b.py"), Event("view", 4, "a.py")])
+    ['a.py']
+    """
+    return list(dict.fromkeys(e.path for e in events if e.kind == "view" and in_repo(e.path)
+                              and not glob_split(e.path)))
 
 
 def in_repo(path: str | None) -> bool:
