@@ -456,6 +456,18 @@ def test_a_wildcard_edit_is_an_edit_of_no_one_file():
     assert rec.viewed_files == ["pkg/a.py", "pkg/b.py"] and rec.context_files == ["pkg/a.py"]
 
 
+def test_a_sed_script_of_several_ranges_reads_each():
+    """``sed -n '1,50p;250,270p' f`` shows both ranges: it was one view of 1-50, and the recorded-run converter made
+    it a read of lines 1-50 whose output held lines 250-270 as 51-71; now two views, which it does not convert."""
+    from codegrep.mining.run_converter import convert_command
+
+    command = "sed -n '1,50p;250,270p' pkg/a.py"
+    assert [(e.kind, e.path, e.lines) for e in parse_shell(command)] == [
+        ("view", "pkg/a.py", (1, 50)), ("view", "pkg/a.py", (250, 270))]
+    output = "<returncode>0</returncode>\n<output>\n" + "".join(f"line {i}\n" for i in [*range(1, 51), *range(250, 271)])
+    assert convert_command(command, output + "</output>")[:2] == (None, "several-events")
+
+
 def test_a_wildcard_rm_deletes_the_files_it_matches():
     """With no diff the files the run wrote stand in; ``rm repro_*.py`` removes the matching ones (only in that
     directory: the shell's ``*`` stops at ``/``)."""

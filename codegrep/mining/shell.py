@@ -311,6 +311,19 @@ def _sed_lines(script: str) -> tuple[int, int] | None:
     return start, (start if end is None else -1 if end == "$" else int(end))
 
 
+def _sed_ranges(script: str) -> list[tuple[int, int] | None]:
+    """The line ranges a ``sed -n`` script prints: one per ``A,Bp`` of a ``;``/newline list of them (each range is
+    shown), else the one ``_sed_lines`` reads.
+
+    >>> _sed_ranges("1,50p;250,270p"), _sed_ranges("10,20p"), _sed_ranges("/def/p")
+    ([(1, 50), (250, 270)], [(10, 20)], [None])
+    """
+    parts = [p for p in re.split(r"[;\n]", script) if p.strip()]
+    if len(parts) > 1 and all(_SED_RANGE.fullmatch(p.strip()) for p in parts):
+        return [_sed_lines(p.strip()) for p in parts]
+    return [_sed_lines(script)]
+
+
 def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     pos, opts = _positionals(args, _VALUED.get(prog, set()))
     if prog == "sed":
@@ -319,7 +332,7 @@ def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
         script = opts.get("-e") or (pos.pop(0) if pos else "")
         if any(_SED_IN_PLACE.match(k) or k == "--in-place" for k in opts):
             return [ctx.event("edit", p) for p in pos]
-        return [ctx.event("view", p, lines=_sed_lines(script)) for p in pos]
+        return [ctx.event("view", p, lines=lines) for p in pos for lines in _sed_ranges(script)]
     if prog == "awk":
         script = pos.pop(0) if "-f" not in opts and pos else ""
         return [ctx.event("view", p, lines=_awk_lines(script)) for p in pos]
