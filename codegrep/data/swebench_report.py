@@ -110,6 +110,14 @@ def fully_resolved(tests_status: dict[str, Any]) -> bool:
     return all_passed("FAIL_TO_PASS") and all_passed("PASS_TO_PASS")
 
 
+def _blank(path: Path) -> bool:
+    """Whether a file holds nothing but whitespace (one that cannot be read is not: reading it says why)."""
+    try:
+        return path.stat().st_size < 4096 and not path.read_bytes().strip()
+    except OSError:
+        return False
+
+
 def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
     """A harness report file, or a directory of per-instance ``report.json`` files (merged). Missing, not UTF-8,
     not JSON, or of no known shape is a ``UserError`` naming the file; so is an inner record when ``whole_run``
@@ -123,8 +131,8 @@ def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
             raise UserError(f"swebench report {p}: a directory without any report.json under it")
         merged: dict[str, Any] = {}
         for f in files:
-            if f.parent != p and not f.read_bytes().strip():  # the harness's <id>/report.json left empty: it counts
-                merged[f.parent.name] = {"resolved": False, "empty_report": True}  # the instance as an error
+            if f.parent != p and _blank(f):  # the harness's <id>/report.json left empty: it counts the instance
+                merged[f.parent.name] = {"resolved": False, "empty_report": True}  # as an error
                 continue
             merged.update(load_report(f, whole_run=True))
         return merged
