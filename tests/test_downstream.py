@@ -122,8 +122,9 @@ def test_replay_over_two_runs_of_one_instance_is_refused(tmp_path):
     for run in ("run1", "run2"):
         (tmp_path / "runs" / run).mkdir(parents=True)
         shutil.copy(embedded_dir() / "mini-swe-agent" / f"{iid}.report.json.gz", tmp_path / "runs" / run)
-    shutil.copy(embedded_dir() / "mini-swe-agent" / f"{iid}.traj.json.gz", tmp_path / "runs" / "run1")
-    traj = json.loads(gzip.decompress((tmp_path / "runs" / "run1" / f"{iid}.traj.json.gz").read_bytes()))
+    traj = json.loads(gzip.decompress((embedded_dir() / "mini-swe-agent" / f"{iid}.traj.json.gz").read_bytes()))
+    traj.pop("instance_id", None)  # the single-run command stores none: the id is the file name's
+    (tmp_path / "runs" / "run1" / f"{iid}.traj.json.gz").write_bytes(gzip.compress(json.dumps(traj).encode()))
     (tmp_path / "runs" / "run2" / f"{iid}.traj.json").write_text(json.dumps(traj))
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"instance_id": iid, "gold_files": ["requests/models.py"]}))
     cfg = {"trajectories": [str(tmp_path / "runs")], "gold_tasks": [str(tmp_path / "tasks.jsonl")]}

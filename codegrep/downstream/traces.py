@@ -147,7 +147,7 @@ def load_traces(replay_cfg: dict[str, Any]) -> list[Trace]:
         iid = str(traj.get("instance_id") or path.name.split(".traj")[0])
         traj["instance_id"] = iid
         if iid in first:
-            if load(first[iid]) == traj:  # the same run copied into two sources
+            if {**load(first[iid]), "instance_id": iid} == traj:  # the same run copied into two sources
                 continue
             raise UserError(f"replay: two recorded runs of {iid} ({first[iid]}, {path}); a replay source holds one "
                             "run per instance: give the directory of one run")
