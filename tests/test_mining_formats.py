@@ -468,6 +468,17 @@ def test_a_sed_script_of_several_ranges_reads_each():
     assert convert_command(command, output + "</output>")[:2] == (None, "several-events")
 
 
+def test_a_file_put_back_with_git_is_no_longer_changed():
+    """With no diff the files the run wrote stand in: one it then put back (``git checkout f``, ``git restore f``,
+    ``git checkout .``) was still counted as changed. A branch checkout or another revision's file reverts nothing."""
+    edits = ["sed -i 's/a/b/' pkg/a.py", "sed -i 's/a/b/' pkg/b.py", "sed -i 's/a/b/' pkg/c.py"]
+    rec = supervision_record(parse_row(_mini_run([*edits, "git checkout pkg/a.py", "cd pkg && git restore b.py",
+                                                  "git checkout v1 -- pkg/c.py", "git checkout -b fix"])))
+    assert rec.patch_source == "actions" and rec.patch_files == ["pkg/c.py"]
+    assert rec.edited_files == ["pkg/a.py", "pkg/b.py", "pkg/c.py"]
+    assert supervision_record(parse_row(_mini_run([*edits, "git checkout ."]))).patch_files == []
+
+
 def test_a_wildcard_rm_deletes_the_files_it_matches():
     """With no diff the files the run wrote stand in; ``rm repro_*.py`` removes the matching ones (only in that
     directory: the shell's ``*`` stops at ``/``)."""

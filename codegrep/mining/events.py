@@ -12,7 +12,7 @@ from codegrep.mining.targets import is_artifact
 SANDBOX_ROOT = re.compile(r"^/(testbed|repo|app|workspace/[^/]+)/?$")  # the checkout itself
 _HOME = re.compile(r"^(~[^/]*|\$HOME|\$\{HOME\})(?=/|$)")  # ~, ~user, $HOME, ${HOME}: the home directory
 _UNEXPANDED = re.compile(r"(^|/)\$|\$[({]|`")  # $VAR, ${VAR}, $(cmd), `cmd`: a path the shell had to expand
-EVENT_KINDS = ("view", "search", "find", "list", "edit", "create", "delete", "run")
+EVENT_KINDS = ("view", "search", "find", "list", "edit", "create", "delete", "revert", "run")
 
 
 @dataclass
@@ -20,7 +20,8 @@ class Event:
     """One file-level thing an agent did in one step."""
 
     kind: str
-    """One of ``EVENT_KINDS``: view a file, search text, find/list files, edit/create/delete a file, run."""
+    """One of ``EVENT_KINDS``: view a file, search text, find/list files, edit/create/delete a file, revert one (put it
+    back as the commit holds it: ``git checkout f``), run."""
     step: int = 0
     """0-based index of the agent action (model turn or tool call) the event came from."""
     path: str | None = None

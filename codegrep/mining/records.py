@@ -110,13 +110,13 @@ def _matches(path: str, glob: str) -> bool:
 
 
 def _final_writes(events: list[Event]) -> list[str]:
-    """Files written and not deleted afterwards (stands in for a missing diff)."""
+    """Files written and not deleted or reverted afterwards (stands in for a missing diff)."""
     alive: dict[str, None] = {}
     for e in events:
         if e.kind in _WRITES and in_repo(e.path) and not glob_split(e.path):  # sed -i ... pkg/*.py: no one file
             alive[e.path] = None
-        elif e.kind == "delete" and e.path is not None:  # rm x, rm -r dir, rm repro_*.py
-            for p in [p for p in alive if p == e.path or p.startswith(e.path + "/") or _matches(p, e.path)]:
+        elif e.kind in ("delete", "revert") and e.path is not None:  # rm x, rm -r dir, rm repro_*.py, git checkout x
+            for p in [p for p in alive if e.path in ("", p) or p.startswith(e.path + "/") or _matches(p, e.path)]:
                 del alive[p]
     return list(alive)
 

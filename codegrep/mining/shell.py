@@ -541,6 +541,26 @@ def _git_read(sub: str, args: list[str], ctx: _Context) -> list[Event]:
     return out
 
 
+def _git_revert(sub: str, args: list[str], ctx: _Context) -> list[Event]:
+    """``git checkout [HEAD] [--] f`` and ``git restore [--worktree] f`` put f back as the commit holds it: a
+    ``revert`` of f (a branch name reverts no file the run changed). From another revision (``git checkout REV -- f``,
+    ``git restore -s REV f``), a new branch, or ``git restore --staged`` alone (the index only): no revert.
+
+    >>> [(e.kind, e.path) for c in ("git checkout pkg/a.py", "git checkout HEAD -- pkg/b.py", "git restore pkg/c.py",
+    ...  "git checkout v1.0 -- pkg/d.py", "git restore --staged pkg/e.py", "git checkout -b fix") for e in parse_shell(c)]
+    [('revert', 'pkg/a.py'), ('run', None), ('revert', 'pkg/b.py'), ('run', None), ('revert', 'pkg/c.py'), ('run', None), ('run', None), ('run', None), ('run', None)]
+    """
+    valued = {"-s", "--source", "-b", "-B", "--orphan"}
+    pos, opts = _positionals(args, valued)
+    rev = [a for a in _positionals(args[:args.index("--")], valued)[0]] if "--" in args else []
+    paths = args[args.index("--") + 1:] if "--" in args else pos
+    staged_only = ("--staged" in opts or "-S" in opts) and not ("--worktree" in opts or "-W" in opts)
+    if opts.keys() & {"-b", "-B", "--orphan"} or staged_only or rev not in ([], ["HEAD"]) \
+            or (opts.get("-s") or opts.get("--source") or "HEAD") != "HEAD":
+        return []
+    return [ctx.event("revert", p) for p in paths if p != "HEAD"]
+
+
 def _xargs(args: list[str], ctx: _Context, upstream: list[Event]) -> list[Event]:
     """``... | xargs [options] CMD ARGS``: CMD runs on the names the pipeline produced. A search given no files of
     its own searches those names: the scope of the last find/search/list before it, else the working directory.
@@ -605,6 +625,9 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
         events += _search("grep", args[1:], ctx)
     elif prog == "git" and args[:1] in (["show"], ["blame"]):
         events += _git_read(args[0], args[1:], ctx)
+        events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
+    elif prog == "git" and args[:1] in (["checkout"], ["restore"]):
+        events += _git_revert(args[0], args[1:], ctx)
         events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
     elif prog == "find":
         events += _find(args, ctx)
