@@ -364,6 +364,22 @@ def test_openhands_stream_knows_its_checkout():
     assert views == ["/tmp/models.py", "/tmp/moto/athena/models.py", "moto/athena/models.py"]
 
 
+def test_openhands_editor_actions_read_paths_against_the_streams_checkout():
+    """The editor's read/edit/write of an OpenHands stream whose checkout is not a known sandbox directory
+    (``<uploaded_files>/home/me/myrepo``) kept absolute paths outside the repository, so its views and edits named no
+    repository file, while ``cat`` of the same file in its shell named one."""
+    root = "/home/me/myrepo"
+    history = [{"source": "user", "action": "message", "args": {"content": f"<uploaded_files>\n{root}\n</uploaded_files>"}},
+               {"source": "agent", "action": "read", "args": {"path": f"{root}/pkg/a.py"}},
+               {"source": "agent", "action": "edit", "args": {"path": f"{root}/pkg/a.py", "command": "str_replace"}},
+               {"source": "agent", "action": "write", "args": {"path": f"{root}/repro.py", "content": "x"}},
+               {"source": "agent", "action": "read", "args": {"path": "/tmp/notes.py"}},
+               {"source": "agent", "action": "run", "args": {"command": f"cat {root}/pkg/b.py"}}]
+    events = parse_row({"instance_id": "me__myrepo-1", "history": history, "test_result": {"git_patch": ""}}).events
+    assert [(e.kind, e.path) for e in events] == [("view", "pkg/a.py"), ("edit", "pkg/a.py"), ("create", "repro.py"),
+                                                  ("view", "/tmp/notes.py"), ("view", "pkg/b.py")]
+
+
 _FIX_SCRIPT = ("cat <<'EOF' > fix_http.py\nfile_path = 'bottle/http.py'\nwith open(file_path) as f:\n    s = f.read()\n"
                "with open(file_path, 'w') as f:\n    f.write(s.replace('a', 'b'))\nEOF")
 

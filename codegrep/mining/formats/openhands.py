@@ -48,15 +48,16 @@ def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = 
     """
     args = event.get("args") or {}
     action = event.get("action")
+    root = shell.root if shell is not None else None  # the stream's checkout, as its shell commands read it
     if action == "read":
         return editor_events({"command": "view", "path": args.get("path"),
-                              "view_range": args.get("view_range") or _start_end(args)}, step, None)
+                              "view_range": args.get("view_range") or _start_end(args)}, step, root)
     if action in ("edit", "write"):
         command = "create" if action == "write" else args.get("command") or "edit"
         text = args.get("content") if action == "write" else args.get("file_text") if command == "create" else None
         if shell is not None:  # a script the run may run later
             shell.wrote(str(args.get("path") or ""), text if isinstance(text, str) else None)
-        return editor_events({"command": command, "path": args.get("path")}, step, None)
+        return editor_events({"command": command, "path": args.get("path")}, step, root)
     if action == "run":
         return (shell or ShellParser())(str(args.get("command") or ""), step)
     if action == "run_ipython":
