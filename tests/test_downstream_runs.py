@@ -550,6 +550,16 @@ def test_a_directory_holding_a_gzipped_openhands_output_is_read(tmp_path, capsys
     assert [r["instance_id"] for r in rows] == ["a__b-1"] and rows[0]["prompt_tokens"] == 100
 
 
+def test_a_directory_holding_openhands_output_and_trajectories_is_refused(tmp_path, capsys):
+    """An OpenHands output.jsonl beside trajectories was ignored without a word (the trajectories were read):
+    runs of two agents, refused as --from-output refuses two trajectory formats."""
+    _write(tmp_path / "runs" / "oh" / "output.jsonl", json.dumps(_oh_row("a__b-1", 100)) + "\n")
+    _write(tmp_path / "runs" / IID / f"{IID}.traj.json", _traj())
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--from-output",
+                           str(tmp_path / "runs"), "--out", str(tmp_path / "o.jsonl")])
+    assert "output.jsonl" in last and f"{IID}.traj.json" in last and "one agent" in last
+
+
 def test_openhands_rows_of_odd_shapes_are_read_or_refused_in_one_line(tmp_path, capsys):
     """Tracebacks on OpenHands rows of shapes other exporters write: a ``tool_call_metadata`` that is not an
     object, timestamps mixing naive and zoned ISO forms (read: the row's other numbers stand), and an ``instance`` /

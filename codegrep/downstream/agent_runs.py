@@ -99,7 +99,10 @@ def results_from_agent_output(src: str | Path, report: dict[str, Any] | None = N
     src = Path(src)
     if src.is_dir():
         files = sorted(p for p in src.rglob("*") if p.name.endswith(TRAJECTORY_SUFFIXES) and p.is_file())
-        outputs = sorted(p for p in src.rglob("output.jsonl*") if p.name in OUTPUT_NAMES) if not files else []
+        outputs = sorted(p for p in src.rglob("output.jsonl*") if p.name in OUTPUT_NAMES)
+        if files and outputs:  # OpenHands runs beside trajectories: which ones the user means is not knowable
+            raise UserError(f"--from-output {src}: both trajectories ({files[0]}, ...) and an OpenHands output "
+                            f"({outputs[0]}) under it; give the directory of one agent's runs")
         if len(outputs) > 1:
             raise UserError(f"--from-output {src}: {len(outputs)} OpenHands output.jsonl files under it "
                             f"({', '.join(str(o) for o in outputs[:3])}, ...); give one of them")
