@@ -292,6 +292,10 @@ def check_value(value: Any, tp: Any, rng: str | None, where_: str) -> None:
     Traceback (most recent call last):
     ...
     codegrep.config.ConfigError: --set env.timeout_s: must be a number, got the string 'ten'
+    >>> check_value([1.0, -0.5, 0], list[float], ">= 0", "c.yaml: efficiency_weights")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: c.yaml: efficiency_weights: every item must be >= 0, got -0.5 (item 2 of [1.0, -0.5, 0])
     >>> check_value(["nan", 0, 0], list[float], None, "c.yaml: efficiency_weights")
     Traceback (most recent call last):
     ...
@@ -302,6 +306,10 @@ def check_value(value: Any, tp: Any, rng: str | None, where_: str) -> None:
         raise ConfigError(f"{where_}: must be {_describe(tp)}, got {got}")
     if rng and isinstance(value, (int, float)) and not isinstance(value, bool) and not in_range(value, rng):
         raise ConfigError(f"{where_}: must be {rng}, got {value!r}")
+    if rng and isinstance(value, (list, tuple)):  # a list's range holds for each of its numbers
+        for i, item in enumerate(value, 1):
+            if isinstance(item, (int, float)) and not isinstance(item, bool) and not in_range(item, rng):
+                raise ConfigError(f"{where_}: every item must be {rng}, got {item!r} (item {i} of {list(value)!r})"[:300])
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -355,6 +363,9 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     # no completion token leaves nothing to train, a negative seed is a ValueError in transformers' set_seed (numpy)
     "train.learning_rate": (float, ">= 0"), "train.temperature": (float, "> 0"), "train.seed": (int, ">= 0"),
     "train.max_completion_length": (int | None, ">= 1"),
+    # ... and ones HF reads otherwise: max_steps <= 0 trains num_train_epochs epochs instead of GRPO steps (every
+    # summary and figure counts steps), a negative KL coefficient pays the policy to drift from the reference
+    "train.max_steps": (int, ">= 1"), "train.beta": (float, ">= 0"),
 }
 KEY_RULES.update({f"tasks.splits.{split}.{key}": KEY_RULES[f"tasks.{key}"]  # a split's overrides: the same rules
                   for split in ("train", "eval") for key in ("limit", "seed", "offline", "on_error")})

@@ -39,7 +39,17 @@ class CodeGrepArgs:
         # counts whose 0 the code reads as "not set" (all tasks, every demonstration): a 0 is refused, not widened
         "train_tasks": ">= 1", "sft_max_demos": ">= 1", "eval_tasks": ">= 1", "curve_eval_tasks": ">= 1",
         "data_ablation_eval_tasks": ">= 1", "sft_batch_size": ">= 1", "sft_epochs": "> 0",
-        "recorded_max_calls": ">= 1", "first_turn_demos": ">= 0"}
+        "recorded_max_calls": ">= 1", "first_turn_demos": ">= 0",
+        # weights and credits a sign flip would turn into their opposite; a list's range holds for each item
+        "format_weight": ">= 0", "seen_credit": "0..1", "lambda_grid": ">= 0", "efficiency_weights": ">= 0",
+        "efficiency_scales": "> 0", "sft_learning_rate": ">= 0", "max_issue_chars": ">= 1", "prefix_cache_mb": ">= 0",
+        # steps between probes (0 was read as 1), the ablation's and expert iteration's counts (0 read as "not set",
+        # a screen of 1 sample read as 2: a pool needs two samples to show reward variance)
+        "kl_probe_every": ">= 1", "ablation_probe_every": ">= 1", "ablation_seeds": ">= 0", "ablation_max_steps": ">= 1",
+        "ablation_prompts_per_step": ">= 1", "ablation_screen_samples": ">= 2", "ablation_num_generations": ">= 2",
+        "ablation_screen_tasks": ">= 1", "ablation_pool_size": ">= 1", "ablation_probe_size": ">= 1",
+        "expert_iteration_tasks": ">= 1", "expert_iteration_samples": ">= 1", "expert_iteration_per_task": ">= 1",
+        "expert_iteration_epochs": "> 0", "expert_iteration_learning_rate": ">= 0"}
 
     profile: str = field(default="smoke", metadata={"help": "Project profile (ci|smoke|paper or a YAML path) whose "
                                                               "tasks/env/agent sections the run uses."})
@@ -204,6 +214,20 @@ class CodeGrepArgs:
             raise ValueError(f"--cpu_precision {self.cpu_precision!r}: expected one of {PRECISIONS}")
         if self.efficiency_layer not in LAYERS:
             raise ValueError(f"--efficiency_layer {self.efficiency_layer!r}: expected one of {LAYERS}")
+        if not self.lambda_grid:  # the ablation's arms are its layers times this grid: none would train
+            raise ValueError("--lambda_grid is empty: the ablation needs at least one λ (e.g. [0.1])")
+        bad = [k for k in self.ablation_layers if k not in LAYERS]
+        if bad or not self.ablation_layers:
+            raise ValueError(f"--ablation_layers {self.ablation_layers!r}: expected some of {list(LAYERS)}")
+        from codegrep.rl.demos import SOURCES
+
+        bad = [s for s in self.sft_sources if s not in (*SOURCES, "format")]
+        if bad:  # 'format': the mechanism study's own pre-training (checked with warm_start in training_run)
+            raise ValueError(f"--sft_sources {bad!r}: expected some of {list(SOURCES)}")
+        bad = [a for a in self.data_ablation_arms if not a or any(s not in SOURCES for s in a.split("+"))]
+        if bad:
+            raise ValueError(f"--data_ablation_arms {bad!r}: each arm is one of {list(SOURCES)} or several joined "
+                             "by '+' (e.g. 'synthetic+recorded')")
         if len(self.efficiency_weights) != 3:
             raise ValueError(f"--efficiency_weights needs 3 numbers (rounds, calls, tokens), "
                              f"got {self.efficiency_weights}")

@@ -108,8 +108,17 @@ def _yaml_settings(path: Path) -> dict[str, Any]:
 def _check_ranges(cg: Any, given: set[str], path: Path) -> None:
     from codegrep.rl.trainer import CodeGrepArgs
 
+    def where_(key: str) -> str:
+        return f"--set {key}" if key in given else f"{path}: {key}"
+
     for key, value in vars(cg).items():  # declared ranges (e.g. max_turns >= 1), before any work
-        check_fields(CodeGrepArgs, {key: value}, f"--set {key}" if key in given else f"{path}: {key}")
+        check_fields(CodeGrepArgs, {key: value}, where_(key))
+    if cg.warm_start and (not cg.sft_sources or "format" in cg.sft_sources):  # refused when demonstrations were built
+        from codegrep.rl.demos import SOURCES
+
+        raise ConfigError(f"{where_('sft_sources')}: a warm start needs some of {list(SOURCES)}, got "
+                          f"{cg.sft_sources!r} ('format' is the mechanism study's pre-training of its tiny policy, "
+                          "with warm_start: false, as in configs/train/mechanism.yaml)")
 
 
 def _as_set(message: str, overrides: dict[str, Any] | None) -> str:
