@@ -7,7 +7,7 @@ import re
 import pytest
 
 from codegrep.data.tasks import patch_files
-from codegrep.mining.formats import detect_format, parse_row
+from codegrep.mining.formats import FORMATS, detect_format, parse_row
 from codegrep.mining.inputs import embedded_dir, open_text, report_beside
 from codegrep.mining.events import event_call, in_repo
 from codegrep.mining.records import supervision_record
@@ -237,6 +237,15 @@ def test_a_forced_format_that_is_another_rows_format_is_a_clear_error():
         parse_row(nebius, "mini-swe-agent")
     assert parse_row(mini, "mini-swe-agent").n_steps  # the row's own format, forced, is read as before
     assert parse_row(nebius, "nebius-swe-agent").events
+
+
+def test_a_forced_format_that_finds_no_step_in_a_row_no_format_recognises_is_a_clear_error():
+    """``--format X`` on a row of no known format (no step X reads) parsed it as an empty run and mined a record."""
+    row = {"instance_id": "django__django-11099", "log": [{"who": "agent", "cmd": "ls"}], "info": {}}
+    for name in FORMATS:
+        with pytest.raises(ValueError, match=rf"x.jsonl:1: row does not match --format {name} \(no step of that "
+                                             r"format; no known format recognises it"):
+            parse_row(row, name, source="x.jsonl:1")
 
 
 def _mini_run(commands: list[str], submission: str = "", instance_id: str = "bottlepy__bottle-1") -> dict:

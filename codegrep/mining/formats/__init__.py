@@ -47,7 +47,13 @@ def parse_row(row: Any, fmt: str = "auto", source: str = "", report: Any = None)
     if fmt != "auto" and not _signature(name, row) and (found := detect_format(row)) is not None:
         # a forced format that is not the row's: its parser would read nothing (a record without events)
         raise ValueError(f"{source}: row does not match --format {name} (it is a {found} row)")
-    return FORMATS[name][1](row, source=source, report=report)
+    traj = FORMATS[name][1](row, source=source, report=report)
+    if fmt != "auto" and not traj.n_steps and not traj.events and not _signature(name, row):
+        # a forced format that found no step in a row no format recognises: an empty run, not a record
+        keys = sorted(row)[:8] if isinstance(row, dict) else type(row).__name__
+        raise ValueError(f"{source}: row does not match --format {name} (no step of that format; no known format "
+                         f"recognises it either, keys: {keys})")
+    return traj
 
 
 def _signature(name: str, row: Any) -> bool:
