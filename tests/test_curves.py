@@ -34,6 +34,27 @@ def test_runs_overlay_per_panel_and_a_panel_no_run_logged_says_so(tmp_path):
     plt.close(fig)
 
 
+def test_values_that_are_not_numbers_are_left_out_and_said_not_drawn_as_categories(tmp_path, capsys):
+    """A column of strings was plotted as categories (or an empty-looking panel) without a word."""
+    a = _run(tmp_path, "s0", [0.01, 0.02, 0.03], {"rounds": "two"})
+    b = _run(tmp_path, "s1", [0.02, 0.01])
+    rows = [json.loads(line) for line in (b / "metrics.jsonl").read_text().splitlines()]
+    rows[1]["kl"] = "n/a"
+    (b / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fig = curves_figure({"s0": metrics_frame(a), "s1": metrics_frame(b)}, ["kl", "rounds"])
+    kl, rounds = fig.axes
+    assert [list(line.get_ydata()) for line in kl.get_lines()][0] == [0.01, 0.02, 0.03]
+    assert "s1: 'kl' is not a number at step 2 (e.g. 'n/a')" in " ".join(t.get_text() for t in kl.texts)
+    assert [line.get_label() for line in rounds.get_lines()] == ["s1"]  # s0's strings are not drawn
+    assert "s0: 'rounds' is not a number at steps 1, 2, 3" in " ".join(t.get_text() for t in rounds.texts)
+    plt.close(fig)
+    only = curves_figure({"s0": metrics_frame(a)}, ["rounds"]).axes[0]
+    assert not only.get_lines() and "'rounds' holds no number in this run" in " ".join(t.get_text() for t in only.texts)
+    plt.close("all")
+    assert main(["curves", str(a), "--out", str(tmp_path / "r.png"), "--panels", "kl,rounds"]) == 0
+    assert f"{a / 'metrics.jsonl'}: 'rounds' is not a number at steps 1, 2, 3" in capsys.readouterr().err
+
+
 def test_cli_writes_the_figure_and_skips_a_torn_last_row(tmp_path, capsys):
     a = _run(tmp_path, "s0", [0.01, 0.02], tail='{"step": 3, "kl": 0.0')  # killed while writing step 3
     b = _run(tmp_path, "s1", [0.02, 0.01])

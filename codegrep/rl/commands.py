@@ -73,11 +73,12 @@ def _panels(text: str) -> list[str]:
 
 
 def _curves(args: argparse.Namespace) -> int:
+    import sys
     from pathlib import Path
 
     from codegrep import plots
     from codegrep.files import output_file
-    from codegrep.rl.training_stage import curves_figure, metrics_frame
+    from codegrep.rl.training_stage import curves_figure, metrics_frame, non_numbers
 
     from codegrep.errors import UserError
 
@@ -94,6 +95,9 @@ def _curves(args: argparse.Namespace) -> int:
             raise UserError(f"{path / 'metrics.jsonl'}: no steps logged yet")
         name = path.resolve().name
         runs[name if name not in runs else str(path)] = frame
+        for col in args.panels:  # said here too: a note on a panel is easily missed
+            if why := non_numbers(frame, col):
+                print(f"{path / 'metrics.jsonl'}: {why}; left out of the figure", file=sys.stderr)
     fig = curves_figure(runs, args.panels)
     plots.save(fig, out)
     print(f"wrote {out} ({len(runs)} run{'s' if len(runs) > 1 else ''}, panels {','.join(args.panels)})")

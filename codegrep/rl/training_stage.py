@@ -425,9 +425,31 @@ def curve_figure(steps: pd.DataFrame, run_name: str, n_tasks: int | None = None)
     return curves_figure({run_name: steps}, [c for c, _, _ in CURVE_PANELS], n_tasks)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def non_numbers(steps: pd.DataFrame, col: str) -> str:
+    """Where a run's metrics column holds something other than a number (a string, true/false, a list): the
+    steps and a first value, or "" (absent values are not counted: a probe logs every few steps).
+
+    >>> non_numbers(pd.DataFrame({"step": [1, 2, 3, 4], "kl": ["0.1", 0.2, "n/a", None]}), "kl")
+    "'kl' is not a number at steps 1, 3 (e.g. '0.1')"
+    """
+    if col not in steps:
+        return ""
+    bad = [(step, v) for step, v in zip(steps["step"], steps[col])
+           if not _is_number(v) and v is not None and not (isinstance(v, float) and np.isnan(v))]
+    if not bad:
+        return ""
+    listed = ", ".join(str(s) for s, _ in bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+    return f"'{col}' is not a number at step{'s' if len(bad) > 1 else ''} {listed} (e.g. {bad[0][1]!r})"[:200]
+
+
 def curves_figure(runs: dict[str, pd.DataFrame], columns: Sequence[str], n_tasks: int | None = None) -> Any:
     """Per-step curves of one or more training runs (real runs), one panel per metrics.jsonl column of
-    :data:`PANELS`, one line per run; a panel no run logged says why instead of drawing zeros."""
+    :data:`PANELS`, one line per run; a panel no run logged says why instead of drawing zeros, and values that
+    are not numbers (:func:`non_numbers`) are left out with a note on the panel, not drawn as categories."""
     from codegrep import plots
 
     from matplotlib.lines import Line2D
@@ -436,12 +458,21 @@ def curves_figure(runs: dict[str, pd.DataFrame], columns: Sequence[str], n_tasks
     colours = {name: plots.PALETTE[i % len(plots.PALETTE)] for i, name in enumerate(runs)}  # one colour a run
     for ax, col in zip(np.atleast_1d(axes), columns):
         what, unit = PANELS[col]
-        logged = {name: steps for name, steps in runs.items() if col in steps and steps[col].notna().any()}
+        values = {name: steps[col].map(lambda v: float(v) if _is_number(v) else np.nan)
+                  for name, steps in runs.items() if col in steps}
+        logged = {name: v for name, v in values.items() if v.notna().any()}
+        notes = [(f"{name}: " if len(runs) > 1 else "") + why for name in values
+                 if (why := non_numbers(runs[name], col))]
         if not logged:
-            plots.undefined(ax, what, f"'{col}' was not logged by {'this run' if len(runs) == 1 else 'these runs'}")
+            these = "this run" if len(runs) == 1 else "these runs"
+            plots.undefined(ax, what, f"'{col}' holds no number in {these}: " + "; ".join(notes) if notes
+                            else f"'{col}' was not logged by {these}")
             continue
-        for name, steps in logged.items():
-            ax.plot(steps["step"], steps[col], marker="o", label=name, color=colours[name])
+        for name, v in logged.items():
+            ax.plot(runs[name]["step"], v, marker="o", label=name, color=colours[name])
+        if notes:
+            ax.text(0.02, 0.02, "left out: " + "; ".join(notes), transform=ax.transAxes, fontsize=7, color="0.3",
+                    va="bottom", wrap=True)
         ax.set_xlabel("GRPO step")
         ax.set_ylabel(unit)
         plots.integer_ticks(ax, "both" if col in ("rounds", "tool_calls") else "x")
