@@ -774,3 +774,17 @@ def test_the_boundary_rule():
         assert user_message(exc) == "on_error must be 'raise' or 'skip', got 'sometimes'"
     for exc in (KeyError("k"), TypeError("t"), AttributeError("a"), UnicodeDecodeError("utf-8", b"\xff", 0, 1, "x")):
         assert user_message(_raise(exc)) is None
+
+
+def test_bench_demos_result_that_is_the_figure_path_is_refused_before_the_work(tmp_path, capsys, monkeypatch):
+    """``bench demos --result x.png`` wrote the JSON there and then the figure (RESULT with .png) over it, after
+    minutes of work: the numbers were lost."""
+    import codegrep.rl.curve as curve
+
+    called = []
+    monkeypatch.setattr(curve, "demos_curve", lambda *a, **k: called.append(1) or {"points": []})
+    monkeypatch.setattr(curve, "demos_figure", lambda doc: __import__("matplotlib.pyplot").pyplot.figure())
+    rc, out, err = run_cli(["bench", "demos", "--out", str(tmp_path / "bd"), "--result", str(tmp_path / "d.png")],
+                           capsys)
+    assert rc == 2 and not called and "--result" in err and "d.png" in err and ".json" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "d.png").exists()

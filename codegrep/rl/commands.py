@@ -347,6 +347,13 @@ def _bench_demos(args: argparse.Namespace) -> int:
 
     if args.result:  # before the work, not after
         output_file(args.result, "--result")
+        from pathlib import Path
+
+        from codegrep.errors import UserError
+
+        if Path(args.result).suffix.lower() == ".png":  # the figure goes beside the JSON, as RESULT.png
+            raise UserError(f"--result {args.result}: the figure is written beside the JSON as "
+                            f"{Path(args.result).with_suffix('.png')}, which would replace it; give a .json path")
     if args.out:
         output_dir(args.out, "--out")
     doc = demos_curve(load_profile(args.profile), args.config, args.tasks, args.dev, args.out, seed=args.seed,
