@@ -121,6 +121,14 @@ def _check_ranges(cg: Any, given: set[str], path: Path) -> None:
                           "with warm_start: false, as in configs/train/mechanism.yaml)")
 
 
+def _check_steps(grpo: Any, path: Path) -> None:
+    """A train YAML without ``max_steps`` left TRL's -1, which trains ``num_train_epochs`` epochs over the prompts
+    instead of GRPO steps (a value below 1 is refused by ``KEY_RULES``, where it is given)."""
+    if grpo.max_steps < 1:
+        raise ConfigError(f"{path}: max_steps is not set (TRL would train num_train_epochs={grpo.num_train_epochs:g} "
+                          "epochs instead of GRPO steps); set max_steps: N (>= 1)")
+
+
 def _as_set(message: str, overrides: dict[str, Any] | None) -> str:
     """argparse's message about ``--key`` as the ``--set key=value`` the user wrote, where an override gave it.
 
@@ -177,6 +185,7 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
     except ValueError as exc:  # TRL/HF refuse an unknown or ill-typed setting: name the file, keep it one line
         raise ConfigError(f"{path}: {_unknown_set(str(exc), overrides)}") from None
     _check_ranges(cg, set(overrides or {}) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}, path)
+    _check_steps(grpo, path)
     return TrainArgs(cg, grpo)
 
 
@@ -217,6 +226,7 @@ def train_arguments(cfg: dict[str, Any], overrides: dict[str, Any] | None = None
     except (TypeError, ValueError) as exc:  # an unknown or ill-typed setting: name the file, keep it one line
         raise ConfigError(f"{path}: {exc}") from None
     _check_ranges(cg, set(given), path)
+    _check_steps(grpo, path)
     return TrainArgs(cg, grpo)
 
 
