@@ -454,6 +454,8 @@ CASES = [
     Case("train YAML without max_steps", ["train", "--config", f"{T}/c.yaml", "--out", f"{T}/runs", "--set",
                                           f"model={T}/nope"], ["c.yaml", "max_steps is not set", "epochs"],
          {"c.yaml": re.sub(r"(?m)^max_steps:.*\n", "", CI_TRAIN_YAML)}),
+    Case("export a run that does not exist", ["export", f"{T}/nope", "--runs-dir", f"{T}/runs"],
+         ["nope: no such run directory", "--runs-dir"]),
     Case("train --set kl_probe_every=0", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "kl_probe_every=0",
                                           "--set", f"model={T}/nope"], ["--set kl_probe_every", ">= 1"]),
     Case("train --set seen_credit=2", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "seen_credit=2",

@@ -25,9 +25,13 @@ def _export(args: argparse.Namespace) -> int:
 
     from codegrep.rl.export import export_run
 
+    from codegrep.errors import UserError
+
     run = Path(args.run)
     if not run.is_dir():
         run = Path(args.runs_dir) / args.run
+    if not run.is_dir():  # it said '<runs-dir>/RUN/final has no trained model', a path the user never named
+        raise UserError(f"{args.run}: no such run directory (nor a run of that name under --runs-dir {args.runs_dir})")
     print(export_run(run, args.out))
     return 0
 
