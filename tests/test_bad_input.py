@@ -793,3 +793,24 @@ def test_bench_demos_result_that_is_the_figure_path_is_refused_before_the_work(t
                            capsys)
     assert rc == 2 and not called and "--result" in err and "d.png" in err and ".json" in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "d.png").exists()
+
+
+def test_bench_demos_a_size_beyond_the_pool_is_said(tmp_path, capsys, monkeypatch):
+    """``bench demos --tasks 10,100000``: the second point silently became the whole pool (labelled by its size)."""
+    import codegrep.env.pool as env_pool
+    from codegrep.config import load_profile
+    from codegrep.rl.curve import demos_curve, real_train_split
+
+    class Stop(Exception):
+        pass
+
+    def stop(*a, **k):
+        raise Stop
+
+    monkeypatch.setattr(env_pool.WorktreePool, "from_config", stop)  # the first step after the sizes are chosen
+    cfg = load_profile("ci")
+    pool = len(real_train_split(cfg, 1, 0)[0])
+    with pytest.raises(Stop):
+        demos_curve(cfg, None, [1, 100_000], dev=1, out=tmp_path)
+    assert capsys.readouterr().err.strip() == \
+        f"--tasks 100000: only {pool} real train tasks outside the --dev 1; that point uses {pool}"

@@ -17,6 +17,7 @@ and its GRPO policy on the real train tasks the run never used, paired, and whic
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -93,6 +94,11 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     if choice is not None:
         cg.demo_choice = choice
     pool_tasks, dev_tasks, resolver = real_train_split(cfg, dev, seed)
+    beyond = sorted({int(n) for n in sizes if int(n) > len(pool_tasks)})
+    if beyond:  # a point larger than the pool is the whole pool: said, not a silent relabelling
+        print(f"--tasks {','.join(map(str, beyond))}: only {len(pool_tasks)} real train tasks outside the --dev "
+              f"{dev}; {'that point uses' if len(beyond) == 1 else 'those points use'} {len(pool_tasks)}",
+              file=sys.stderr)
     sizes = sorted({min(int(n), len(pool_tasks)) for n in sizes})
     env = section(cfg, "env")
     pool, tools = WorktreePool.from_config(env), ToolConfig.from_dict(env)
