@@ -88,6 +88,24 @@ def test_a_repository_without_python_files_is_an_empty_ranking_not_a_crash(name,
     assert files == ([] if name == "bm25-plain" else ["server/token.go"]), (name, files)
 
 
+def test_bm25_plain_indexes_no_symlink_and_names_files_as_the_tools_do(cache, tmp_path):
+    """A committed ``.py`` symlink to a file outside the checkout was indexed (its outside content ranked it), a
+    dangling or looping one crashed the build, and a non-UTF-8 name came back undecodable instead of escaped."""
+    outside = tmp_path / "outside.py"
+    outside.write_text("QWERTYLEAK = 1\n")
+    repo = tmp_path / "linked"
+    repo.mkdir()
+    (repo / "leak.py").symlink_to(outside)
+    (repo / "dangling.py").symlink_to("nowhere.py")
+    (repo / "loop.py").symlink_to("loop.py")
+    (repo / "caf\udce9.py").write_text("def zorblax_inside():\n    pass\n")
+    commit_all(repo)
+    plain = make_retriever("bm25-plain")
+    for issue, want in (("QWERTYLEAK is wrong", []), ("zorblax_inside fails", ["caf\\xe9.py"])):
+        task = Task("local__linked-1", "local/linked", "HEAD", issue)
+        assert plain.retrieve(task, repo).files == want, issue
+
+
 @pytest.mark.parametrize("defining, calling, name", [
     ("auth/token.go", "api/handlers.go", "ValidateSessionToken"),
     ("web/cart.ts", "web/checkout.ts", "computeCartTotal"),

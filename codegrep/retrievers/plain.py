@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from codegrep.data.tasks import Task
+from codegrep.env.textops import display_path
 from codegrep.retrievers.base import Retrieval
+from codegrep.retrievers.corpus import fs_path
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -37,12 +39,15 @@ def plain_tokens(text: str) -> list[str]:
 
 
 def python_files(root: Path) -> list[str]:
-    """Repository-relative paths of every ``.py`` file (hidden directories skipped)."""
+    """Repository-relative paths of every ``.py`` file (hidden directories skipped), named as the tools name them
+    (:func:`codegrep.env.textops.display_path`: ``caf\\xe9.py``). Symlinks are left out, as every other retriever
+    and the tools leave them out: one may point outside the checkout, dangle or loop."""
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel = os.path.relpath(dirpath, root)
-        out += [f if rel == "." else f"{rel}/{f}".replace(os.sep, "/") for f in sorted(filenames) if f.endswith(".py")]
+        out += [display_path(os.fsencode(f if rel == "." else f"{rel}/{f}".replace(os.sep, "/")))
+                for f in sorted(filenames) if f.endswith(".py") and not os.path.islink(os.path.join(dirpath, f))]
     return out
 
 
@@ -63,7 +68,7 @@ class PlainBM25Retriever:
         files = python_files(root)
         if not files:
             return files, None
-        docs = [plain_tokens((root / f).read_text(errors="replace")) + plain_tokens(f.replace("/", " ")) * 2
+        docs = [plain_tokens(fs_path(root, f).read_bytes().decode("utf-8", "replace")) + plain_tokens(f.replace("/", " ")) * 2
                 for f in files]
         model = bm25s.BM25()
         model.index(bm25s.tokenization.Tokenized(*_vocab_ids(docs)), show_progress=False)
