@@ -209,6 +209,20 @@ def test_random_matches_suffixes_whatever_their_case(cache, tmp_path):
     assert sorted(make_retriever("random").retrieve(task, repo).files) == ["pkg/CORE.PY", "pkg/Util.Py"]
 
 
+@pytest.mark.parametrize("name", ["bm25", "bm25-plain"])
+def test_retrieve_says_when_a_retriever_indexes_no_file_of_the_repository(name, cache, tmp_path, capsys):
+    """A Terraform repository (bm25: no source suffix) or a Go one (bm25-plain: no ``.py``) was "no file matched the
+    issue text", as if another wording could find something; it names what the retriever indexes instead."""
+    from codegrep.cli import main
+
+    repo = tmp_path / "infra"
+    commit_all(repo, {"main.tf": 'resource "aws_s3_bucket" "logs" {}\n', "server/bucket.go": "package s\n"}
+               if name == "bm25-plain" else {"main.tf": 'resource "aws_s3_bucket" "logs" {}\n'})
+    assert main(["retrieve", "--repo", str(repo), "--retriever", name, "aws_s3_bucket logs"]) == 0
+    err = capsys.readouterr().err
+    assert f"{name} found no file it indexes in {repo}" in err and "matched" not in err, err
+
+
 def test_retrieve_random_on_a_repository_answers_the_same_twice(cache, tmp_path, capsys):
     """``codegrep retrieve --retriever random`` drew other files on every call: the ad-hoc task id was the time."""
     from codegrep.cli import main

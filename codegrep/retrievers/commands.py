@@ -71,8 +71,19 @@ def _retrieve(args: argparse.Namespace) -> int:
     elif files:
         print("\n".join(files))
     if not files:  # as grep says nothing on no match, but a retriever's user asked for a ranking: say why it is empty
-        print(f"codegrep retrieve: no file of {args.repo} matched the issue text ({args.retriever})", file=sys.stderr)
+        print(f"codegrep retrieve: {_why_empty(args, retriever, result)}", file=sys.stderr)
     return 0
+
+
+def _why_empty(args: argparse.Namespace, retriever, result) -> str:
+    """Why a ranking is empty: nothing matched, or (a Go or Terraform repository for a ``.py`` retriever) the
+    retriever found no file of the kinds it indexes, which no other issue text would change."""
+    if result.extra.get("n_indexed", result.extra.get("n_chunks")) != 0:
+        return f"no file of {args.repo} matched the issue text ({args.retriever})"
+    config = getattr(retriever, "config", None)
+    kinds = (f"it indexes files whose suffix is in retrievers.{args.retriever}.suffixes; [] indexes every text file"
+             if hasattr(config, "suffixes") else "it indexes .py files only")
+    return f"{args.retriever} found no file it indexes in {args.repo} ({kinds})"
 
 
 def _evaluate(args: argparse.Namespace) -> int:

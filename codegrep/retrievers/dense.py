@@ -192,7 +192,7 @@ class DenseRetriever:
         start = time.perf_counter()
         files, owners, emb = self.index_for(task, Path(checkout))
         if not files or emb.shape[0] == 0:
-            return Retrieval(files=[], seconds=time.perf_counter() - start)
+            return Retrieval(files=[], seconds=time.perf_counter() - start, extra={"n_chunks": 0})
         query = load_encoder(self.config).encode([task.problem_statement], normalize_embeddings=True,
                                                  convert_to_numpy=True)[0]
         scores = per_file_max(emb @ query.astype(np.float32), owners, len(files))

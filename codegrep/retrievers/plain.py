@@ -90,7 +90,7 @@ class PlainBM25Retriever:
         start = time.perf_counter()
         files, model = self.build(Path(checkout))
         return Retrieval(files=self.search(files, model, task.problem_statement),
-                         seconds=time.perf_counter() - start)
+                         seconds=time.perf_counter() - start, extra={"n_indexed": len(files)})
 
 
 def _vocab_ids(docs: list[list[str]]) -> tuple[list[list[int]], dict[str, int]]:
