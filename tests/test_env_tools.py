@@ -101,6 +101,26 @@ def test_golden_outputs(env, call, expected):
         assert result.latency_ms > 0 and result.bytes_out == len(expected.encode())
 
 
+def test_a_live_checkout_lists_a_tracked_file_its_gitignore_matches(tmp_path):
+    """``.gitignore`` has ``build/`` but ``build/gen.py`` is committed: the live view (the MCP server) hid it from
+    grep and glob, while read served it and objects mode listed it. Untracked ignored files stay out, and a tracked
+    path under a directory since replaced by a symlink to outside the checkout is not followed."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_text("SECRET_OUTSIDE = 1\n")
+    work = tmp_path / "live"
+    commit_all(work, {".gitignore": "build/\n", "build/gen.py": "def generated(): pass\n",
+                      "moved/x.py": "inside = 1\n"}, force=True)
+    (work / "build" / "scratch.py").write_text("def generated_scratch(): pass\n")
+    (work / "moved" / "x.py").unlink()
+    (work / "moved").rmdir()
+    (work / "moved").symlink_to(outside)
+    env = RepoToolEnvironment(work, snapshot=False)
+    assert run(env, "grep", pattern="generated").output == "build/gen.py:1:def generated(): pass"
+    assert run(env, "glob", pattern="**/*.py").output == "build/gen.py"
+    assert run(env, "grep", pattern="SECRET").output == "No matches found."
+
+
 def test_read_caps_and_notes(env):
     default = run(env, "read", path="docs/long.txt")
     assert default.truncated and default.output.count("\n") == 200

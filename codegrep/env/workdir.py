@@ -4,7 +4,7 @@ The listing is ``rg --files --null`` (``.git`` skipped, symlinks not followed wh
 worktree is a committed snapshot, so every committed file is listed (``--no-ignore``: the agent sees the
 same files as in checkout-free mode, including committed files that match ``.gitignore``); a live
 checkout (``snapshot=False``, the MCP server) applies its ignore files so virtualenvs and build outputs
-stay out, and is re-listed when its listing is older than ``LIVE_LISTING_TTL_S`` because it changes (one
+stay out (files git tracks stay listed though an ignore file matches them), and is re-listed when its listing is older than ``LIVE_LISTING_TTL_S`` because it changes (one
 listing serves all the lookups of one tool call, not one listing per file, and the parallel calls of a turn wait
 for one listing instead of each starting its own). An explicit path is checked with
 :func:`codegrep.env.sandbox.resolve_inside` first.
@@ -81,10 +81,26 @@ class RepoToolEnvironment(ToolEnvironmentBase):
         if cap.timed_out:
             raise ToolError(f"listing the repository timed out after {self.config.timeout_s:g}s")
         raws = [p[2:] if p.startswith(b"./") else p for p in cap.stdout.split(b"\0") if p]
+        raws += [] if self.snapshot else self._tracked_ignored(set(raws))
         listing = Listing({textops.display_path(raw): raw for raw in raws})
         with self._lock:
             self._cached, self._listed_at = listing, time.monotonic()
         return listing
+
+    def _tracked_ignored(self, listed: set[bytes]) -> list[bytes]:
+        """Files of a live git checkout that git tracks but its ignore files match (a committed ``build/gen.py``
+        under ``build/`` in ``.gitignore``): ripgrep's walk hides them, while ``read`` served them and objects mode
+        lists them. Only regular files reached without a symlink (a tracked path under a directory since replaced
+        by a link would lead outside)."""
+        cap = run_capped(["git", "ls-files", "-z", "--cached"], self.root, self.config.timeout_s, 1 << 62)
+        if cap.timed_out or cap.returncode:  # not a git checkout (or git refused it): the walk is the listing
+            return []
+        out = []
+        for raw in dict.fromkeys(cap.stdout.split(b"\0")):
+            full = os.path.join(os.fsencode(self.root), raw)
+            if raw and raw not in listed and os.path.realpath(full) == full and os.path.isfile(full):
+                out.append(raw)
+        return out
 
     def _size(self, name: str) -> int:
         listing = self._listing()
