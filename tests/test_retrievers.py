@@ -106,6 +106,22 @@ def test_bm25_plain_indexes_no_symlink_and_names_files_as_the_tools_do(cache, tm
         assert plain.retrieve(task, repo).files == want, issue
 
 
+def test_a_fifo_in_a_live_tree_is_not_indexed(cache, tmp_path):
+    """A FIFO named ``pipe.py`` in a user's live tree: bm25 and bm25-plain blocked forever reading it, random drew it."""
+    import os
+
+    from codegrep.retrievers.corpus import list_files
+    from codegrep.retrievers.plain import python_files
+
+    repo = tmp_path / "live"
+    repo.mkdir()
+    (repo / "a.py").write_text("def parse_header(x):\n    pass\n")
+    os.mkfifo(repo / "pipe.py")
+    assert list_files(repo) == ["a.py"] and python_files(repo) == ["a.py"]
+    task = Task("local__live-1", "local/live", "", "parse_header fails")
+    assert make_retriever("random").retrieve(task, repo).files == ["a.py"]
+
+
 @pytest.mark.parametrize("defining, calling, name", [
     ("auth/token.go", "api/handlers.go", "ValidateSessionToken"),
     ("web/cart.ts", "web/checkout.ts", "computeCartTotal"),

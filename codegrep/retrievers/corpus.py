@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -101,8 +102,23 @@ def is_text(data: bytes) -> bool:
     return b"\x00" not in data[:8192]
 
 
+def regular_size(path: str) -> int | None:
+    """Bytes of a regular file, None for anything else: a symlink (it may lead outside the checkout, dangle or loop)
+    or a FIFO, socket or device of a live tree (reading a FIFO blocks until a writer comes, so an index build hung).
+
+    >>> regular_size("/dev/null") is None, regular_size("/no/such/file") is None
+    (True, True)
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
 def list_files(root: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[str]:
-    """Repository-relative POSIX paths of candidate files (skips VCS/build dirs, binaries by suffix, big files)."""
+    """Repository-relative POSIX paths of candidate files: regular files (:func:`regular_size`) outside VCS/build
+    dirs, binaries by suffix and big files left out."""
     root = Path(root)
     out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -111,11 +127,8 @@ def list_files(root: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[str]
         for name in sorted(filenames):
             if Path(name).suffix.lower() in BINARY_SUFFIXES:
                 continue
-            full = os.path.join(dirpath, name)
-            try:
-                if os.path.islink(full) or os.path.getsize(full) > max_bytes:
-                    continue
-            except OSError:
+            size = regular_size(os.path.join(dirpath, name))
+            if size is None or size > max_bytes:
                 continue
             rel = name if rel_dir == "." else f"{rel_dir}/{name}".replace(os.sep, "/")
             out.append(display_path(os.fsencode(rel)))  # a non-UTF-8 name as the tools show it (caf\xe9.py)

@@ -17,7 +17,7 @@ import numpy as np
 from codegrep.data.tasks import Task
 from codegrep.env.textops import display_path
 from codegrep.retrievers.base import Retrieval
-from codegrep.retrievers.corpus import fs_path
+from codegrep.retrievers.corpus import fs_path, regular_size
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -40,14 +40,15 @@ def plain_tokens(text: str) -> list[str]:
 
 def python_files(root: Path) -> list[str]:
     """Repository-relative paths of every ``.py`` file (hidden directories skipped), named as the tools name them
-    (:func:`codegrep.env.textops.display_path`: ``caf\\xe9.py``). Symlinks are left out, as every other retriever
-    and the tools leave them out: one may point outside the checkout, dangle or loop."""
+    (:func:`codegrep.env.textops.display_path`: ``caf\\xe9.py``). Only regular files
+    (:func:`codegrep.retrievers.corpus.regular_size`), as every other retriever and the tools: a symlink may point
+    outside the checkout, dangle or loop; a FIFO blocks."""
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel = os.path.relpath(dirpath, root)
         out += [display_path(os.fsencode(f if rel == "." else f"{rel}/{f}".replace(os.sep, "/")))
-                for f in sorted(filenames) if f.endswith(".py") and not os.path.islink(os.path.join(dirpath, f))]
+                for f in sorted(filenames) if f.endswith(".py") and regular_size(os.path.join(dirpath, f)) is not None]
     return out
 
 
