@@ -499,3 +499,12 @@ def test_glob_and_include_matching_end_at_the_timeout(repo):
                        run(env, "grep", pattern="parse_args", include="**/?**/?**/?**/x")):
             assert not result.ok and result.error.startswith("timed out after 1e-06s")
         env.close()
+
+
+def test_grep_shows_a_crlf_line_without_its_carriage_return(tmp_path):
+    """``read`` dropped a CRLF line's ``\\r`` but grep showed it (``a.py:1:x = 1\\r``), match and context lines alike."""
+    work = tmp_path / "crlf"
+    sha = commit_all(work, {"a.py": b"x = 1\r\ny = 2\r\nz = 3\r\n"})
+    for env in (RepoToolEnvironment(work), GitObjectEnvironment(work, sha)):
+        assert run(env, "grep", pattern="y = 2", context=1).output == "a.py-1-x = 1\na.py:2:y = 2\na.py-3-z = 3"
+        assert run(env, "read", path="a.py").output == "     1\tx = 1\n     2\ty = 2\n     3\tz = 3"

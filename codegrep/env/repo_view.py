@@ -247,6 +247,8 @@ class ToolEnvironmentBase:
         text, truncated = textops.cap_lines(lines, cfg.max_output_lines, cfg.max_output_bytes,
                                             total=min(len(lines), cfg.max_output_lines) if capped else None,
                                             more=capped, what="lines", hint="narrow the pattern, path or include")
+        # a CRLF line's \r dropped after the cap, which counted it, so the same lines fit (as read drops it)
+        text = "\n".join(line[:-1] if line.endswith("\r") else line for line in text.split("\n"))
         if note:  # before the truncation note, which stays the last line
             head, _, tail = text.rpartition("\n") if truncated else (text, "", "")
             text = "\n".join(p for p in (head, note, tail) if p)
