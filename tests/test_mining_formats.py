@@ -46,6 +46,10 @@ def _mini() -> list[tuple[str, dict]]:
     ('grep -n "a;b" "my dir/f.py" > /dev/null', [("search", "my dir/f.py", "a;b", None)]),
     ("rg -n --glob '*.py' foo src", [("search", "src", "foo", None)]),
     ("git grep -n foo -- pkg", [("search", "pkg", "foo", None)]),
+    # every -e script is the script (the last one alone was read: one view, of lines 10-20)
+    ("sed -n -e 1,5p -e '10,20p' pkg/a.py", [("view", "pkg/a.py", None, (1, 5)), ("view", "pkg/a.py", None, (10, 20))]),
+    ("sed -n --expression=1,5p --expression 10,20p pkg/a.py", [("view", "pkg/a.py", None, (1, 5)),
+                                                               ("view", "pkg/a.py", None, (10, 20))]),
 ])
 def test_shell_commands(command, expected):
     got = [(e.kind, e.path, e.pattern, e.lines) for e in parse_shell(command)]

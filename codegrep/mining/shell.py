@@ -41,11 +41,13 @@ _VALUED = {
     "rg": {"-e", "-f", "-g", "--glob", "-t", "--type", "-T", "--type-not", "-m", "-A", "-B", "-C", "-M",
            "--max-count", "--context", "--iglob", "-j", "--threads"},
     "head": {"-n", "-c"}, "tail": {"-n", "-c"}, "nl": {"-b", "-w", "-s", "-v", "-i"},
-    "sed": {"-e", "-f", "-l"}, "awk": {"-F", "-v", "-f"}, "timeout": {"-s", "-k", "--signal"},
+    "sed": {"-e", "--expression", "-f", "-l"}, "awk": {"-F", "-v", "-f"}, "timeout": {"-s", "-k", "--signal"},
     "tree": {"-L", "-I", "-P", "-o", "--filelimit"}, "ls": {"-I", "--ignore", "-w", "--width", "-T"},
     "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
               "--max-procs", "--max-lines", "--max-chars"},
 }
+_SED_SCRIPTS = frozenset({"-e", "--expression"})
+"""sed's script options: each may be given several times, and the script is all of them, one a line."""
 _SED_IN_PLACE = re.compile(r"^-[nrEsuz]*i")  # -i, -i.bak, and -i in a flag cluster: -Ei, -ni
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 
@@ -198,23 +200,35 @@ def _split(tokens: list[str]) -> list[list[_Stage]]:
     return out
 
 
-def _positionals(args: list[str], valued: set[str]) -> tuple[list[str], dict[str, str]]:
-    """Split arguments into positionals and ``{option: value}`` (``--opt=v`` and ``-o v`` forms)."""
-    pos, opts, i = [], {}, 0
+def _positionals(args: list[str], valued: set[str], joined: frozenset[str] = frozenset()
+                 ) -> tuple[list[str], dict[str, str]]:
+    """Split arguments into positionals and ``{option: value}`` (``--opt=v`` and ``-o v`` forms). An option given
+    twice keeps its last value, except one in ``joined``, whose values are kept all, one a line (``sed -e A -e B``
+    runs the script ``A`` newline ``B``).
+
+    >>> _positionals(["-n", "-e", "1,5p", "-e10,20p", "--expression=30p", "f"], {"-e"}, frozenset({"-e", "--expression"}))
+    (['f'], {'-n': '', '-e': '1,5p\\n10,20p', '--expression': '30p'})
+    """
+    pos: list[str] = []
+    opts: dict[str, str] = {}
+    i = 0
+
+    def put(k: str, v: str) -> None:
+        opts[k] = opts[k] + "\n" + v if k in joined and k in opts else v
+
     while i < len(args):
         a = args[i]
         if a == "--":
             pos += args[i + 1:]
             break
         if a.startswith("--") and "=" in a:
-            k, v = a.split("=", 1)
-            opts[k] = v
+            put(*a.split("=", 1))
         elif a.startswith("-") and len(a) > 1:
             if a in valued and i + 1 < len(args):
-                opts[a] = args[i + 1]
+                put(a, args[i + 1])
                 i += 1
             elif a[:2] in valued and len(a) > 2 and not a.startswith("--"):
-                opts[a[:2]] = a[2:]
+                put(a[:2], a[2:])
             else:
                 opts[a] = ""
         else:
@@ -324,12 +338,17 @@ def _sed_ranges(script: str) -> list[tuple[int, int] | None]:
     return [_sed_lines(script)]
 
 
+def _sed_script(opts: dict[str, str]) -> str:
+    """The script sed's ``-e`` / ``--expression`` options give (every one of them, one a line), else ""."""
+    return "\n".join(opts[k] for k in sorted(_SED_SCRIPTS) if opts.get(k))
+
+
 def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
-    pos, opts = _positionals(args, _VALUED.get(prog, set()))
+    pos, opts = _positionals(args, _VALUED.get(prog, set()), _SED_SCRIPTS if prog == "sed" else frozenset())
     if prog == "sed":
         if "-i" in opts and pos[:1] == [""]:
             pos.pop(0)  # BSD sed's -i '': an empty backup suffix, not the script
-        script = opts.get("-e") or (pos.pop(0) if pos else "")
+        script = _sed_script(opts) or (pos.pop(0) if pos else "")
         if any(_SED_IN_PLACE.match(k) or k == "--in-place" for k in opts):
             return [ctx.event("edit", p) for p in pos]
         return [ctx.event("view", p, lines=lines) for p in pos for lines in _sed_ranges(script)]
@@ -679,7 +698,7 @@ def _attach_range(events: list[Event], stage: _Stage, before: _Stage) -> None:
     views = [e for e in events if e.kind == "view"]
     if not views or prog not in ("sed", "head", "tail") or (before.words[:1] == ["tail"] and views[-1].lines is None):
         return
-    pos, opts = _positionals(args, _VALUED[prog])
+    pos, opts = _positionals(args, _VALUED[prog], _SED_SCRIPTS if prog == "sed" else frozenset())
     if pos[1:] if prog == "sed" else pos:
         return  # the stage reads its own files
     view = views[-1]
@@ -694,7 +713,7 @@ def _attach_range(events: list[Event], stage: _Stage, before: _Stage) -> None:
         else:
             return
     elif prog == "sed":
-        lines = _sed_lines(opts.get("-e") or (pos[0] if pos else ""))
+        lines = _sed_lines(_sed_script(opts) or (pos[0] if pos else ""))
     else:
         lines = (1, int(n)) if n and n.isdigit() else None
     if lines:
