@@ -177,6 +177,24 @@ def test_an_empty_per_instance_report_is_the_harness_error_of_that_instance(tmp_
     assert summary["n_judged"] == 2 and summary["resolve_rate"] == 0.5
 
 
+def test_a_broken_per_instance_report_is_the_harness_error_of_that_instance(tmp_path, capsys):
+    """make_run_report counts an <id>/report.json that is not JSON, or lacks its own id's record, as that instance's
+    error (unresolved): the first stopped --report DIR, the second was merged as given (its other id's verdict
+    taken, its own unknown); only the record of <id> is read from <id>/report.json, as the harness reads it."""
+    src = _runs(tmp_path, [RESOLVED, UNRESOLVED, OTHER])
+    logs = tmp_path / "logs" / "run_evaluation" / "r1" / "model"
+    _write(logs / RESOLVED / "report.json", {RESOLVED: _report(RESOLVED)})
+    _write(logs / UNRESOLVED / "report.json", '{"django__django-15280": {"resolved": tr')
+    _write(logs / OTHER / "report.json", {RESOLVED: {"resolved": False}})
+    summary, rows = _downstream(tmp_path, capsys, src, "--report", str(tmp_path / "logs"))
+    assert {r["instance_id"]: r["resolved"] for r in rows} == {RESOLVED: True, UNRESOLVED: False, OTHER: False}
+    assert summary["n_judged"] == 3
+    _write(logs / OTHER / "report.json", {"resolved_ids": [OTHER]})  # a run report among them: which to believe?
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "mini-swe-agent",
+                           "--from-output", str(src), "--report", str(tmp_path / "logs"), "--out", str(tmp_path / "o")])
+    assert f"{OTHER}/report.json" in last and "run report" in last
+
+
 def _event(i: int, source: str, action: str | None = None, response: str | None = None, **args) -> dict:
     ev = {"id": i, "source": source, "timestamp": f"2024-06-01T10:00:{i:02d}"}
     if action:

@@ -9,8 +9,10 @@ Shapes accepted (``load_report`` reads a file or a directory of them; ``resolved
   **not evaluated**: ``resolved`` None, ``infra_failure`` their reason; ``ambiguous_failure_ids``, which a bad
   patch can cause too, stay unresolved);
 - the **per-instance** ``report.json`` (``{instance_id: {"resolved": bool, "tests_status": ...}}``), or a
-  directory of them (the harness's ``logs/run_evaluation/<run>/<model>/<id>/report.json``, merged; an empty one
-  there is the harness's error, an unresolved ``<id>``, as its ``make_run_report`` counts it);
+  directory of them (the harness's ``logs/run_evaluation/<run>/<model>/<id>/report.json``, which OpenHands'
+  ``eval_infer.sh`` moves to ``eval_outputs/<id>/report.json``): the record of ``<id>`` is read from
+  ``<id>/report.json``, and one that is empty, not JSON, or has no ``<id>`` record with a ``resolved`` flag is the
+  harness's error, an unresolved ``<id>``, as its ``make_run_report`` counts it (``report_error`` says which);
 - the **inner record** of one instance alone (``{"resolved": bool, ...}``: the report stored beside one trajectory,
   an OpenHands row's ``test_result.report``); it names no instance, so it is refused where a whole run's report is
   expected (``whole_run``);
@@ -110,12 +112,28 @@ def fully_resolved(tests_status: dict[str, Any]) -> bool:
     return all_passed("FAIL_TO_PASS") and all_passed("PASS_TO_PASS")
 
 
-def _blank(path: Path) -> bool:
-    """Whether a file holds nothing but whitespace (one that cannot be read is not: reading it says why)."""
+def _instance_record(path: Path, instance_id: str) -> dict[str, Any]:
+    """The record of ``instance_id`` in the harness's ``<instance_id>/report.json``, read as its ``make_run_report``
+    reads it: empty, not JSON, or without a record of ``instance_id`` holding ``resolved`` is that instance's error
+    (unresolved; ``report_error`` says why). Not UTF-8 is a ``UserError`` naming the file."""
+    import json
+
+    from codegrep.files import json_loads, read_text
+
+    text = read_text(path, "swebench report")
+    if not text.strip():
+        return {"resolved": False, "report_error": f"{path}: empty"}
     try:
-        return path.stat().st_size < 4096 and not path.read_bytes().strip()
-    except OSError:
-        return False
+        report = json_loads(text, str(path))
+    except json.JSONDecodeError as exc:
+        return {"resolved": False, "report_error": f"{path}:{exc.lineno}: invalid JSON: {exc.msg}"}
+    if isinstance(report, dict) and isinstance(report.get("resolved_ids"), list):
+        raise UserError(f"{path}: a run report (resolved_ids) among per-instance <id>/report.json files; give it "
+                        "alone")
+    record = report.get(instance_id) if isinstance(report, dict) else None
+    if isinstance(record, dict) and "resolved" in record:
+        return record
+    return {"resolved": False, "report_error": f"{path}: no {instance_id!r} record with 'resolved' in it"}
 
 
 def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
@@ -131,10 +149,10 @@ def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
             raise UserError(f"swebench report {p}: a directory without any report.json under it")
         merged: dict[str, Any] = {}
         for f in files:
-            if f.parent != p and _blank(f):  # the harness's <id>/report.json left empty: it counts the instance
-                merged[f.parent.name] = {"resolved": False, "empty_report": True}  # as an error
-                continue
-            merged.update(load_report(f, whole_run=True))
+            if f.parent == p:
+                merged.update(load_report(f, whole_run=True))
+            else:  # the harness's <id>/report.json
+                merged[f.parent.name] = _instance_record(f, f.parent.name)
         return merged
     if not p.is_file():
         raise FileNotFoundError(f"swebench report not found: {p}")
