@@ -311,6 +311,42 @@ def test_openhands_rows_carrying_their_own_verdict(tmp_path, capsys):
     assert [r["resolved"] for r in rows] == [True, False, None] and summary["n_judged"] == 2
 
 
+def _eval_row(iid: str, **report) -> dict:
+    """A row of OpenHands' output.swebench_eval.jsonl as eval_infer.py writes it (an EvalOutput, the verdict in
+    test_result.report)."""
+    flags = {"empty_generation": False, "resolved": False, "failed_apply_patch": False, "error_eval": False,
+             "test_timeout": False, **report}
+    return {"instance_id": iid, "test_result": {"git_patch": "diff", "report": flags}, "metadata": {}, "history": []}
+
+
+def test_openhands_verdicts_eval_infer_writes_beside_the_output(tmp_path, capsys):
+    """eval_infer.py writes its verdicts to output.swebench_eval.jsonl (eval_infer.sh: report.json and
+    eval_outputs/<id>/report.json) and leaves output.jsonl without them: --from-output judged no instance."""
+    ids = ("a__b-1", "a__b-2", "a__b-3", "a__b-4")
+    run = tmp_path / "oh"
+    out = _write(run / "output.jsonl", "".join(json.dumps(_oh_row(i, 10)) + "\n" for i in ids))
+    evals = [_eval_row("a__b-1", resolved=True), _eval_row("a__b-2"), _eval_row("a__b-3", error_eval=True)]
+    eval_file = _write(run / "output.swebench_eval.jsonl", "".join(json.dumps(r) + "\n" for r in evals))
+    expected = {"a__b-1": True, "a__b-2": False, "a__b-3": None, "a__b-4": None}
+    for src in (out, run):
+        summary, rows = _downstream(tmp_path, capsys, src, agent="openhands")
+        assert {r["instance_id"]: r["resolved"] for r in rows} == expected and summary["n_judged"] == 2
+    moved = eval_file.rename(tmp_path / "verdicts.jsonl")  # given with --report
+    summary, rows = _downstream(tmp_path, capsys, out, "--report", str(moved), agent="openhands")
+    assert {r["instance_id"]: r["resolved"] for r in rows} == expected
+    for iid, ok in (("a__b-1", True), ("a__b-2", False)):  # eval_infer.sh: the harness's per-instance reports
+        _write(run / "eval_outputs" / iid / "report.json", {iid: {"patch_exists": True, "resolved": ok}})
+    summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")
+    assert {r["instance_id"]: r["resolved"] for r in rows} == {**expected, "a__b-3": None}
+    _write(run / "report.json", {"resolved_ids": ["a__b-1"], "unresolved_ids": ["a__b-2"], "error_ids": ["a__b-3"]})
+    summary, rows = _downstream(tmp_path, capsys, out, agent="openhands")  # its run report, beside
+    assert [r["resolved"] for r in rows] == [True, False, False, None] and summary["n_judged"] == 3
+    bad = _write(tmp_path / "bad.jsonl", json.dumps({"test_result": {"report": {"resolved": True}}}) + "\n")
+    last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "openhands",
+                           "--from-output", str(out), "--report", str(bad), "--out", str(tmp_path / "o")])
+    assert "bad.jsonl:1" in last and "instance_id" in last
+
+
 def test_an_openhands_report_with_error_eval_is_not_a_verdict(tmp_path, capsys):
     """eval_infer writes resolved False with error_eval True when the evaluation itself failed (its default, not
     a verdict): it counted as unresolved; test_timeout (the harness's error too) stays unresolved."""

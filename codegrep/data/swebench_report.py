@@ -13,6 +13,10 @@ Shapes accepted (``load_report`` reads a file or a directory of them; ``resolved
   ``eval_infer.sh`` moves to ``eval_outputs/<id>/report.json``): the record of ``<id>`` is read from
   ``<id>/report.json``, and one that is empty, not JSON, or has no ``<id>`` record with a ``resolved`` flag is the
   harness's error, an unresolved ``<id>``, as its ``make_run_report`` counts it (``report_error`` says which);
+- OpenHands' ``eval_infer.py`` verdicts, ``output.swebench_eval.jsonl`` (one ``EvalOutput`` row per instance, the
+  verdict in ``test_result.report``: ``resolved``, ``empty_generation``, ``failed_apply_patch``, ``error_eval``,
+  ...), read as ``{instance_id: test_result.report}`` (a row without a ``resolved`` flag there, or with
+  ``error_eval``, says nothing; an instance's last row counts);
 - the **inner record** of one instance alone (``{"resolved": bool, ...}``: the report stored beside one trajectory,
   an OpenHands row's ``test_result.report``); it names no instance, so it is refused where a whole run's report is
   expected (``whole_run``);
@@ -136,6 +140,25 @@ def _instance_record(path: Path, instance_id: str) -> dict[str, Any]:
     return {"resolved": False, "report_error": f"{path}: no {instance_id!r} record with 'resolved' in it"}
 
 
+def _eval_rows(path: Path) -> dict[str, Any]:
+    """``{instance_id: test_result.report}`` of OpenHands' ``output.swebench_eval.jsonl``; a row whose report has no
+    ``resolved`` flag, or whose evaluation itself failed (``error_eval``: its ``resolved`` False is eval_infer's
+    default, as ``mining.formats.openhands.parse`` reads it), is left out; an instance's last row counts. A row
+    without ``instance_id`` is a ``UserError``."""
+    from codegrep.files import jsonl_objects
+
+    out: dict[str, Any] = {}
+    for n, row in jsonl_objects(path, "swebench report"):
+        iid = row.get("instance_id")
+        if not isinstance(iid, str) or not iid:
+            raise UserError(f"{path}:{n}: no instance_id (not a row of OpenHands' output.swebench_eval.jsonl)")
+        record = (row.get("test_result") or {}).get("report") if isinstance(row.get("test_result"), dict) else None
+        if isinstance(record, dict) and isinstance(record.get("resolved"), bool) and not record.get("error_eval"):
+            out.pop(iid, None)
+            out[iid] = record
+    return out
+
+
 def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
     """A harness report file, or a directory of per-instance ``report.json`` files (merged). Missing, not UTF-8,
     not JSON, or of no known shape is a ``UserError`` naming the file; so is an inner record when ``whole_run``
@@ -156,6 +179,12 @@ def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
         return merged
     if not p.is_file():
         raise FileNotFoundError(f"swebench report not found: {p}")
+    if p.name.endswith((".jsonl", ".jsonl.gz")):
+        rows = _eval_rows(p)
+        if not rows:
+            raise UserError(f"{p}: no row with a verdict (test_result.report.resolved); not OpenHands' "
+                            "output.swebench_eval.jsonl")
+        return rows
     report = read_json(p, "swebench report")
     if not isinstance(report, dict):
         raise UserError(f"{p}: a swebench report is a JSON object, got {type(report).__name__}")

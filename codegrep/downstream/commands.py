@@ -37,8 +37,9 @@ def register(subparsers: Any) -> None:
                    help="read results of recorded runs instead of running the agent: an OpenHands output.jsonl, "
                         "or a mini-swe-agent *.traj.json[.gz] / SWE-agent *.traj or a directory of them (recursive)")
     p.add_argument("--report", default=None, help="swebench harness report of the run for --from-output resolution "
-                   "(run report, per-instance report.json, or a directory of those); default: the <id>.report.json "
-                   "beside each trajectory")
+                   "(run report, per-instance report.json, a directory of those, or OpenHands' "
+                   "output.swebench_eval.jsonl); default: the <id>.report.json beside each trajectory, or the "
+                   "evaluation beside an OpenHands output.jsonl")
     h = p.add_argument_group("randomized hint experiment (--hint-precision; --out is then a directory)")
     h.add_argument("--hint-precision", default=None, help="comma-separated hint precisions, e.g. 0,0.33,0.67,1")
     h.add_argument("--set-size", type=positive_int, default=None, help="files per hint (k; default downstream.hints)")

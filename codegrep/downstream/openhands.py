@@ -222,9 +222,26 @@ def read_output(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def evaluation_beside(path: str | Path) -> Path | None:
+    """The evaluation OpenHands leaves beside ``<name>.jsonl`` (gzipped or not), the first there of:
+    ``<name>.swebench_eval.jsonl`` (``eval_infer.py``'s verdicts, one row per instance), ``report.json`` (the
+    harness's run report ``eval_infer.sh`` moves there) and ``eval_outputs/`` (its per-instance
+    ``<id>/report.json``); None when there is none. Without ``update_output_with_eval`` the rows carry no verdict."""
+    p = Path(path)
+    stem = p.name.removesuffix(".gz").removesuffix(".jsonl")
+    for name in (f"{stem}.swebench_eval.jsonl", f"{stem}.swebench_eval.jsonl.gz", "report.json"):
+        if (p.parent / name).is_file():
+            return p.parent / name
+    evals = p.parent / "eval_outputs"
+    return evals if evals.is_dir() and any(evals.glob("*/report.json")) else None
+
+
 def results_from_output(path: str | Path, report: dict[str, Any] | None = None) -> list[DownstreamResult]:
     """Every instance of ``output.jsonl`` as a ``DownstreamResult``; an instance with several rows (a resumed run
-    appends its retry) counts once, by its last row."""
+    appends its retry) counts once, by its last row. Without ``report``, the evaluation beside the file
+    (``evaluation_beside``) is read; an instance it does not judge keeps its row's own verdict."""
+    if report is None and (beside := evaluation_beside(path)) is not None:
+        report = load_report(beside, whole_run=True)
     results = {}
     for i, row in enumerate(read_output(path), start=1):
         res = result_from_output_row(row, report, f"{path}:{i}")
