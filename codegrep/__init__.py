@@ -99,7 +99,7 @@ class AgentRun(Protocol):
     instance_id: str
     prompt_tokens: int | None
     resolved: bool | None
-    rounds: int
+    rounds: int | None
 
 
 @runtime_checkable
