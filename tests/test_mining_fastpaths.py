@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from codegrep.mining import inputs, shell
+from codegrep.mining import inputs, shell, shell_words
 from codegrep.mining.bench import real_runs
 from codegrep.mining.formats import minisweagent as msa
 from codegrep.mining.runner import MineOptions, mine_files
@@ -21,8 +21,8 @@ def _strip_heredocs_by_lines(command: str) -> str:
         return command
     out, lines, i = [], command.split("\n"), 0
     while i < len(lines):
-        line, markers = lines[i], shell._HEREDOC.findall(lines[i])
-        out.append(shell._HEREDOC.sub("", line) if markers else line)
+        line, markers = lines[i], shell_words._HEREDOC.findall(lines[i])
+        out.append(shell_words._HEREDOC.sub("", line) if markers else line)
         i += 1
         for _, marker in markers:
             while i < len(lines) and lines[i].strip() != marker:
@@ -52,7 +52,7 @@ def test_strip_heredocs_equals_the_line_by_line_reference():
              "END", "EOFX", "line", "", "<<", "a << EOF"]
     for _ in range(20000):
         c = "\n".join(rnd.choice(parts) for _ in range(rnd.randrange(1, 8))) + rnd.choice(["", "\n"])
-        assert shell.strip_heredocs(c) == _strip_heredocs_by_lines(c), repr(c)
+        assert shell_words.strip_heredocs(c) == _strip_heredocs_by_lines(c), repr(c)
 
 
 def _uncached(root: str):
@@ -80,8 +80,8 @@ def test_plain_word_commands_skip_the_tokeniser_with_the_same_stages(runs):
 
 
 def _slow_pipelines(command: str):
-    lines, bodies = shell._heredocs(command, placeholder=True)
-    return shell._split(shell.tokenize(lines)), bodies
+    lines, bodies = shell_words._heredocs(command, placeholder=True)
+    return shell_words._split(shell_words.tokenize(lines)), bodies
 
 
 def _mine(tmp: Path) -> tuple[bytes, bytes, dict]:
@@ -95,7 +95,7 @@ def _mine(tmp: Path) -> tuple[bytes, bytes, dict]:
 def test_outputs_identical_with_every_fast_path_off(tmp_path, monkeypatch):
     fast = _mine(tmp_path)
     monkeypatch.setattr(msa, "_bash_blocks", lambda text: msa._ACTION.findall(text))
-    monkeypatch.setattr(shell, "strip_heredocs", _strip_heredocs_by_lines)
+    monkeypatch.setattr(shell_words, "strip_heredocs", _strip_heredocs_by_lines)
     monkeypatch.setattr(shell, "_pipelines", _slow_pipelines)
     monkeypatch.setattr(msa, "ShellParser", _uncached)
     monkeypatch.setattr(inputs, "report_beside", lambda path: _report_by_stdlib(path))

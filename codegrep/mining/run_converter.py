@@ -38,7 +38,8 @@ from codegrep.agent.protocol import AgentConfig, build_messages, format_observat
 from codegrep.env import textops
 from codegrep.env.tools import ToolCall, ToolConfig
 from codegrep.mining.events import event_call, in_repo, repo_path
-from codegrep.mining.shell import parse_shell, strip_heredocs, tokenize
+from codegrep.mining.shell import parse_shell
+from codegrep.mining.shell_words import strip_heredocs, tokenize
 
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _BLOCK = re.compile(r"<(output|output_head|output_tail)>\n?(.*?)\n?</\1>", re.S)
