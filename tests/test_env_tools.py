@@ -132,6 +132,19 @@ def test_read_caps_and_notes(env):
     assert "[... 1608 more characters]" in clipped.output and len(clipped.output) < 600
 
 
+def test_grep_of_a_line_ripgrep_cut_shows_its_whole_preview(repo):
+    """ripgrep cuts a line over ``max_line_chars`` bytes to a preview plus its own marker; clipping that whole
+    ``path:N:preview marker`` row again said "[... 42 more characters]" of a 2,000-character line and cut the
+    preview's end (where a match may be) by the path's length. The text is clipped as read clips it, the path aside."""
+    work, git_dir, sha = repo
+    line = "var a=" + "1+" * 1000 + "1;"
+    for env in (RepoToolEnvironment(work), GitObjectEnvironment(git_dir, sha)):
+        row = run(env, "grep", pattern="var a", path="docs/minified.js").output
+        assert row == f"docs/minified.js:1:{line[:400]} [... rest of a long line omitted]", row
+    short = RepoToolEnvironment(work, ToolConfig(max_line_chars=10_000))  # not cut: the whole line
+    assert run(short, "grep", pattern="var a", path="docs/minified.js").output == f"docs/minified.js:1:{line}"
+
+
 def test_grep_caps_say_how_much_was_cut(repo):
     work, git_dir, sha = repo
     for env in (RepoToolEnvironment(work, ToolConfig(max_output_lines=3)),

@@ -217,7 +217,13 @@ class ToolEnvironmentBase:
                     out.append("--")
                     continue
                 m = _LINE.match(rest)
-                out.append(f"{name}{m.group(2).decode()}{rest.decode('utf-8', 'replace')}")
+                text, cut = rest[m.end():], rest.endswith(textops.RG_CLIPPED)
+                text = text[:-len(textops.RG_CLIPPED)] if cut else text
+                text = text.decode("utf-8", "replace")
+                if cut and text.endswith("\ufffd"):  # ripgrep's byte cut split the last character
+                    text = text[:-1]
+                out.append(textops.grep_row(name, m.group(2).decode(), m.group(1).decode(), text,
+                                            self.config.max_line_chars, cut))
         return out, capped, shown
 
     # --- the three tools -------------------------------------------------------------------------
@@ -242,7 +248,6 @@ class ToolEnvironmentBase:
         note = textops.skipped_note(skipped, cfg.max_file_bytes, cfg.max_line_chars) if skipped else ""
         if not lines:
             return "No matches found." + (f"\n{note}" if note else ""), False
-        lines = [textops.clip_line(line, cfg.max_line_chars) for line in lines]
         # when the raw output hit the capture cap, the total is unknown: say so the same way in both modes
         text, truncated = textops.cap_lines(lines, cfg.max_output_lines, cfg.max_output_bytes,
                                             total=min(len(lines), cfg.max_output_lines) if capped else None,

@@ -121,13 +121,30 @@ def is_binary(data: bytes) -> bool:
     return b"\x00" in data[:8192]
 
 
-def clip_line(line: str, max_chars: int) -> str:
-    """Cut one over-long line (minified code) so one line cannot eat the byte budget.
+RG_CLIPPED = b" [... omitted end of long line]"
+"""What ripgrep's ``--max-columns-preview`` appends to a line it cut to a preview: the line's length is then unknown."""
 
-    >>> clip_line("x" * 10, 4)
-    'xxxx [... 6 more characters]'
+
+def clip_line(line: str, max_chars: int, cut: bool = False) -> str:
+    """Cut one over-long line (minified code) so one line cannot eat the byte budget. ``cut``: ``line`` is already
+    a preview of a longer line (ripgrep cut it, :data:`RG_CLIPPED`), whose length is unknown, so no count is given.
+
+    >>> clip_line("x" * 10, 4), clip_line("xxxx", 4, cut=True)
+    ('xxxx [... 6 more characters]', 'xxxx [... rest of a long line omitted]')
     """
+    if cut:
+        return f"{line[:max_chars]} [... rest of a long line omitted]"
     return line if len(line) <= max_chars else f"{line[:max_chars]} [... {len(line) - max_chars} more characters]"
+
+
+def grep_row(path: str, sep: str, number: int | str, text: str, max_chars: int, cut: bool = False) -> str:
+    """One grep output row, ``path:N:text`` (a context line ``path-N-text``), its *text* clipped to ``max_chars``
+    as read clips a line: the path and line number never eat into the line, so a match the preview holds stays.
+
+    >>> grep_row("a/b.py", ":", 3, "x" * 10, 4)
+    'a/b.py:3:xxxx [... 6 more characters]'
+    """
+    return f"{path}{sep}{number}{sep}{clip_line(text, max_chars, cut)}"
 
 
 def text_lines(data: bytes) -> list[str]:

@@ -226,17 +226,18 @@ def _grep_output(text: str, scope: str, tools: ToolConfig, cut: bool) -> tuple[s
         m = _GREP_LINE.match(raw)
         single = re.match(r"^(\d+)([:-])(.*)$", raw) if scope and "." in scope.rsplit("/", 1)[-1] else None
         if single:  # a single-file grep: no path column
-            rows.append((scope.split("/"), int(single.group(1)), f"{scope}{single.group(2)}{single.group(1)}"
-                                                                   f"{single.group(2)}{single.group(3)}"))
+            rows.append((scope.split("/"), int(single.group(1)),
+                         textops.grep_row(scope, single.group(2), single.group(1), single.group(3), tools.max_line_chars)))
         elif m and in_repo(repo_path(m.group("path")) or ""):
             path, sep = repo_path(m.group("path")), m.group("sep")
-            rows.append((path.split("/"), int(m.group("line")), f"{path}{sep}{m.group('line')}{sep}{m.group('text')}"))
+            rows.append((path.split("/"), int(m.group("line")),
+                         textops.grep_row(path, sep, m.group("line"), m.group("text"), tools.max_line_chars)))
         else:
             return None
     if not rows:
         return "No matches found.", False
     rows.sort(key=lambda r: (r[0], r[1]))  # ripgrep's --sort=path order
-    lines = [textops.clip_line(r[2], tools.max_line_chars) for r in rows]
+    lines = [r[2] for r in rows]
     return textops.cap_lines(lines, tools.max_output_lines, tools.max_output_bytes, more=cut, what="lines",
                              hint="narrow the pattern, path or include")
 
