@@ -428,8 +428,8 @@ def _ablation(res: Results) -> list[Row]:
                     paper, f"ratio {with_interval(g('kl_ratio'), g('kl_ratio_lo'), g('kl_ratio_hi'), '{:.2f}')} (90%)",
                     count(g("n_paired_seeds"), "paired seeds"), "measured", v,
                     (text if isinstance(text, str) else res.reason("04_ablation", "verdict") or "no verdict recorded")
-                    + ("" if v != INCONCLUSIVE else f" (the pipeline's reduced design {_scale(res)}; the study row "
-                       "below is powered)"), res.run_label()))
+                    + ("" if v == NOT_MEASURED else f" (the pipeline's reduced design {_scale(res)}, a SMALL sample "
+                       "whatever its verdict; the study row below is powered)"), res.run_label()))
     study = res.external.get("ablation")
     if study is None:
         rows.append(Row("… the same, powered study (paired seeds, outside the pipeline)", paper, "n/a", "n/a",

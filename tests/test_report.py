@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import math
 import json
 import os
 import re
@@ -96,6 +97,7 @@ def test_report_in_a_real_headless_browser(tmp_path):
 
 # --- issue 30: the summary table, the per-section tables, the README's generated table -------------------------
 from codegrep import claims  # noqa: E402
+from codegrep.rl import paired  # noqa: E402
 from codegrep.report import README_BEGIN, README_END, update_readme  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,6 +163,17 @@ def test_agent_goal_row_says_when_a_met_bar_is_a_tie_within_the_interval(tmp_pat
     assert tie.verdict == "supported" and "does not tell the two apart" in tie.why
     assert above.verdict == "supported" and "interval above 0" in above.why and "apart" not in above.why
     assert below.verdict == "inconclusive"
+
+
+def test_ablation_row_calls_the_pipelines_two_seeds_small_whatever_the_verdict(tmp_path):
+    """Two paired seeds can give a narrow t interval (the seeds agreed): a 'no difference' verdict from them is still
+    the reduced design's, not the powered study's; the row said so only when the verdict was inconclusive."""
+    for lo, hi, verdict in ((0.016, 0.118, "contradicted"), (-0.8, 0.9, "inconclusive")):
+        nums = {"kl_ratio": 1.07, "kl_ratio_lo": math.exp(lo), "kl_ratio_hi": math.exp(hi), "n_paired_seeds": 2,
+                "tied_group_share": 0.125, "verdict": paired.verdict(lo, hi, 2)}
+        res = claims.Results.load(_headlines(tmp_path / f"a{lo}", {"04_ablation": nums}))
+        row = next(r for r in claims.summary_rows(res) if r.claim.startswith("Efficiency signal"))
+        assert row.verdict == verdict and "reduced design" in row.why and "SMALL" in row.why, row.why
 
 
 def test_precision_table_labels_definitions_and_gives_the_real_reason_for_a_missing_retriever(tmp_path):
