@@ -694,3 +694,21 @@ def test_the_harness_rule_written_out_gives_the_harness_verdict():
                          "PASS_TO_PASS": {"success": p2p_s, "failure": p2p_f}})
     for status in statuses:
         assert fully_resolved(status) == (get_resolution_status(status) == ResolvedStatus.FULL.value), status
+
+
+def test_openhands_verdicts_given_as_the_run_are_refused(tmp_path, capsys):
+    """eval_infer's output.swebench_eval.jsonl (its verdicts: EvalOutput rows with a test_result.report, no history)
+    given to --from-output was read as the agent's runs: every instance 0 actions, no rounds or tokens. It is refused
+    in one line naming the file and what to pass instead, by its name or, renamed, by its rows."""
+    run = tmp_path / "oh"
+    _write(run / "output.jsonl", "".join(json.dumps(_oh_row(i, 10)) + "\n" for i in ("a__b-1", "a__b-2")))
+    verdicts = "".join(json.dumps(r) + "\n" for r in (_eval_row("a__b-1", resolved=True), _eval_row("a__b-2")))
+    named = _write(run / "output.swebench_eval.jsonl", verdicts)
+    renamed = _write(tmp_path / "verdicts.jsonl", verdicts)
+    for src in (named, renamed):
+        last = _error(capsys, ["downstream", "--tasks", "none", "--candidates", "none", "--agent", "openhands",
+                               "--from-output", str(src), "--out", str(tmp_path / "o.jsonl")])
+        assert str(src) in last and "verdicts" in last and "output.jsonl" in last and "--report" in last
+    summary, rows = _downstream(tmp_path, capsys, run, agent="openhands")  # its directory: the run, judged by it
+    assert {r["instance_id"]: r["resolved"] for r in rows} == {"a__b-1": True, "a__b-2": False}
+

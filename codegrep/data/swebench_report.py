@@ -159,6 +159,33 @@ def _eval_rows(path: Path) -> dict[str, Any]:
     return out
 
 
+EVAL_SUFFIX = ".swebench_eval.jsonl"
+"""OpenHands' ``eval_infer.py`` writes its verdicts of ``<name>.jsonl`` to ``<name>.swebench_eval.jsonl``."""
+
+
+def is_evaluation(path: str | Path) -> bool:
+    """A file of OpenHands eval_infer's verdicts (by its name, gzipped or not), not a run.
+
+    >>> is_evaluation("out/output.swebench_eval.jsonl.gz"), is_evaluation("out/output.jsonl")
+    (True, False)
+    """
+    return Path(path).name.removesuffix(".gz").endswith(EVAL_SUFFIX)
+
+
+def evaluation_beside(path: str | Path) -> Path | None:
+    """The evaluation OpenHands leaves beside its ``<name>.jsonl`` (gzipped or not), the first there of:
+    ``<name>.swebench_eval.jsonl`` (``eval_infer.py``'s verdicts, one row per instance), ``report.json`` (the
+    harness's run report ``eval_infer.sh`` moves there) and ``eval_outputs/`` (its per-instance
+    ``<id>/report.json``); None when there is none. Without ``update_output_with_eval`` the rows carry no verdict."""
+    p = Path(path)
+    stem = p.name.removesuffix(".gz").removesuffix(".jsonl")
+    for name in (f"{stem}{EVAL_SUFFIX}", f"{stem}{EVAL_SUFFIX}.gz", "report.json"):
+        if (p.parent / name).is_file():
+            return p.parent / name
+    evals = p.parent / "eval_outputs"
+    return evals if evals.is_dir() and any(evals.glob("*/report.json")) else None
+
+
 def load_report(path: str | Path, whole_run: bool = False) -> dict[str, Any]:
     """A harness report file, or a directory of per-instance ``report.json`` files (merged). Missing, not UTF-8,
     not JSON, or of no known shape is a ``UserError`` naming the file; so is an inner record when ``whole_run``

@@ -90,11 +90,13 @@ def results_from_agent_output(src: str | Path, report: dict[str, Any] | None = N
     """Results of recorded real agent runs (``codegrep downstream --from-output``).
 
     ``src`` is a recorded trajectory (``TRAJECTORY_SUFFIXES``: mini-swe-agent or SWE-agent) or a directory of them
-    (searched recursively), else an OpenHands ``output.jsonl`` (or a directory holding exactly one). ``report`` is a harness report of the whole run; without it a trajectory's verdict is
-    read from the report beside it. Nothing found is a ``UserError`` (never an empty result that replaces an earlier
-    ``--out``).
+    (searched recursively), else an OpenHands ``output.jsonl`` (or a directory holding exactly one; eval_infer's
+    ``output.swebench_eval.jsonl`` beside it holds verdicts, not runs, and is refused when given here). ``report`` is a
+    harness report of the whole run; without it a trajectory's verdict is read from the report beside it. Nothing
+    found is a ``UserError`` (never an empty result that replaces an earlier ``--out``).
     """
-    from codegrep.downstream.openhands import results_from_output
+    from codegrep.data.swebench_report import is_evaluation
+    from codegrep.downstream.openhands import VERDICTS_NOT_RUNS, results_from_output
 
     src = Path(src)
     if src.is_dir():
@@ -112,6 +114,8 @@ def results_from_agent_output(src: str | Path, report: dict[str, Any] | None = N
         results = results_from_trajectories(files, report) if files else results_from_output(outputs[0], report)
     elif src.name.endswith(TRAJECTORY_SUFFIXES):
         results = results_from_trajectories([src], report)
+    elif is_evaluation(src):
+        raise UserError(f"--from-output {src}: {VERDICTS_NOT_RUNS}")
     else:
         results = results_from_output(src, report)
     if not results:

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Sequence
 from codegrep.data.tasks import Task
 from codegrep.errors import UserError
 from codegrep.files import json_text, jsonl_objects, write_atomic
-from codegrep.data.swebench_report import infra_failure, load_report, resolved as report_resolved
+from codegrep.data.swebench_report import evaluation_beside, infra_failure, load_report, resolved as report_resolved
 from codegrep.downstream.agents import DownstreamResult, config_from_section, hinted_problem_statement
 
 RUN_INFER = "evaluation/benchmarks/swe_bench/run_infer.py"
@@ -219,21 +219,20 @@ def read_output(path: str | Path) -> list[dict[str, Any]]:
         if not (row.get("instance_id") or (row.get("instance") or {}).get("instance_id")):
             raise UserError(f"{p}:{n}: no instance_id (not an OpenHands output.jsonl row)")
         rows.append(row)
+    if rows and all(_verdict_only(row) for row in rows):
+        raise UserError(f"{p}: {VERDICTS_NOT_RUNS}")
     return rows
 
 
-def evaluation_beside(path: str | Path) -> Path | None:
-    """The evaluation OpenHands leaves beside ``<name>.jsonl`` (gzipped or not), the first there of:
-    ``<name>.swebench_eval.jsonl`` (``eval_infer.py``'s verdicts, one row per instance), ``report.json`` (the
-    harness's run report ``eval_infer.sh`` moves there) and ``eval_outputs/`` (its per-instance
-    ``<id>/report.json``); None when there is none. Without ``update_output_with_eval`` the rows carry no verdict."""
-    p = Path(path)
-    stem = p.name.removesuffix(".gz").removesuffix(".jsonl")
-    for name in (f"{stem}.swebench_eval.jsonl", f"{stem}.swebench_eval.jsonl.gz", "report.json"):
-        if (p.parent / name).is_file():
-            return p.parent / name
-    evals = p.parent / "eval_outputs"
-    return evals if evals.is_dir() and any(evals.glob("*/report.json")) else None
+VERDICTS_NOT_RUNS = ("OpenHands eval_infer's verdicts (output.swebench_eval.jsonl: a test_result.report per instance, "
+                     "no history), not the agent's runs; pass the run's output.jsonl or its directory (the verdicts "
+                     "beside it are read), or give this file as --report")
+
+
+def _verdict_only(row: dict[str, Any]) -> bool:
+    """A row of eval_infer's verdicts: a ``test_result.report`` and no run (history, metrics, instruction)."""
+    report = (row.get("test_result") or {}).get("report")
+    return isinstance(report, dict) and not any(row.get(k) for k in ("history", "metrics", "instruction"))
 
 
 def results_from_output(path: str | Path, report: dict[str, Any] | None = None) -> list[DownstreamResult]:
