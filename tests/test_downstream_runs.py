@@ -712,3 +712,28 @@ def test_openhands_verdicts_given_as_the_run_are_refused(tmp_path, capsys):
     summary, rows = _downstream(tmp_path, capsys, run, agent="openhands")  # its directory: the run, judged by it
     assert {r["instance_id"]: r["resolved"] for r in rows} == {"a__b-1": True, "a__b-2": False}
 
+
+def test_a_broken_report_beside_a_run_is_the_harness_error_of_its_instance(tmp_path, capsys):
+    """A report named for one instance beside its run (``<id>.report.json``, the harness's ``<id>/report.json``)
+    that is not JSON, or holds no record of ``<id>``, is that instance's error, as make_run_report counts it and
+    --report DIR reads it: --from-output and mining said unknown (left out of the resolve rate). A report.json a
+    directory of runs shares says nothing when it cannot be read."""
+    from codegrep.mining.inputs import report_beside
+    from codegrep.mining.runner import mine_files
+
+    src = tmp_path / "runs"
+    _write(src / f"{RESOLVED}.traj.json", _traj(RESOLVED))
+    _write(src / f"{RESOLVED}.report.json", _report(RESOLVED))
+    _write(src / f"{UNRESOLVED}.traj.json", _traj(UNRESOLVED))
+    _write(src / f"{UNRESOLVED}.report.json", '{"django__django-15280": {"resolved": tr')
+    _write(src / OTHER / f"{OTHER}.traj.json", _traj(OTHER))
+    _write(src / OTHER / "report.json", {RESOLVED: {"resolved": True}})
+    expected = {RESOLVED: True, UNRESOLVED: False, OTHER: False}
+    summary, rows = _downstream(tmp_path, capsys, src)
+    assert {r["instance_id"]: r["resolved"] for r in rows} == expected and summary["n_judged"] == 3
+    mine_files([str(src)], tmp_path / "r.jsonl", None, progress=False)
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert {r["instance_id"]: r["resolved"] for r in records} == expected
+    shared = _write(tmp_path / "shared" / f"{UNRESOLVED}.traj.json", _traj(UNRESOLVED))
+    _write(tmp_path / "shared" / "report.json", "")
+    assert report_beside(str(shared)) is None

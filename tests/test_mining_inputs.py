@@ -229,3 +229,29 @@ def test_line_numbers_survive_byte_spans(tmp_path, monkeypatch):
         assert sorted(f.split(": ")[0] for f in stats["failures"]) == [f"{data}:11", f"{data}:5"]
         sources = [r["source"] for r in _records(tmp_path / "r.jsonl")]
         assert sources == [f"{data}:{n}" for n in (1, 2, 3, 4, 6, 7, 9, 10, 12, 13)]
+
+
+def test_mining_an_openhands_output_reads_the_verdicts_eval_infer_left_beside_it(tmp_path, capsys):
+    """OpenHands' eval_infer leaves output.jsonl without verdicts and writes them to output.swebench_eval.jsonl:
+    mining read none of them (every record's verdict unknown, --resolved-only wrote nothing) and mined the verdicts
+    file's rows as runs of no known format. They are read through the one report reader, as downstream reads them."""
+    run = tmp_path / "oh"
+    run.mkdir()
+    rows = [{"instance_id": iid, "instance": {"problem_statement": ISSUE}, "test_result": {"git_patch": PATCH},
+             "history": _stream("/workspace/django__django__3.0")} for iid in ("django__django-11099",
+                                                                            "django__django-11100")]
+    (run / "output.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    verdicts = [{"instance_id": "django__django-11099", "test_result": {"git_patch": PATCH, "report": {
+        "resolved": True, "empty_generation": False, "failed_apply_patch": False, "error_eval": False}}},
+                {"instance_id": "django__django-11100", "test_result": {"git_patch": PATCH, "report": {
+                    "resolved": False, "empty_generation": False, "failed_apply_patch": False, "error_eval": False}}}]
+    (run / "output.swebench_eval.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
+    out = tmp_path / "r.jsonl"
+    rc, stdout, err = _run(capsys, "mine", str(run), "--out", str(out), "--workers", "1", "--resolved-only")
+    assert rc == 0, err
+    stats = json.loads(stdout.strip().splitlines()[-1])
+    assert stats["read"] == 2 and stats["parsed"] == 2 and stats["resolved"] == 1
+    assert [(r["instance_id"], r["resolved"]) for r in _records(out)] == [("django__django-11099", True)]
+    (run / "output.swebench_eval.jsonl").write_text('{"instance_id": "django__django-11099", "test_result": 1}\n')
+    rc, stdout, err = _run(capsys, "mine", str(run), "--out", str(out), "--workers", "1")
+    assert rc == 2 and "output.swebench_eval.jsonl" in err and "Traceback" not in err

@@ -13,6 +13,8 @@ Shapes accepted (``load_report`` reads a file or a directory of them; ``resolved
   ``eval_infer.sh`` moves to ``eval_outputs/<id>/report.json``): the record of ``<id>`` is read from
   ``<id>/report.json``, and one that is empty, not JSON, or has no ``<id>`` record with a ``resolved`` flag is the
   harness's error, an unresolved ``<id>``, as its ``make_run_report`` counts it (``report_error`` says which);
+  a report found beside one run and named for its instance (``<id>.report.json``, ``<id>/report.json``:
+  ``mining.inputs.report_beside``) is read by the same rule (``harness_error``, ``named_report``);
 - OpenHands' ``eval_infer.py`` verdicts, ``output.swebench_eval.jsonl`` (one ``EvalOutput`` row per instance, the
   verdict in ``test_result.report``: ``resolved``, ``empty_generation``, ``failed_apply_patch``, ``error_eval``,
   ...), read as ``{instance_id: test_result.report}`` (a row without a ``resolved`` flag there, or with
@@ -116,6 +118,36 @@ def fully_resolved(tests_status: dict[str, Any]) -> bool:
     return all_passed("FAIL_TO_PASS") and all_passed("PASS_TO_PASS")
 
 
+def harness_error(source: str | Path, why: str) -> dict[str, Any]:
+    """The record of an instance whose ``<id>/report.json`` the harness could not read (empty, not JSON, no record of
+    ``<id>``): its ``make_run_report`` counts the instance as an error, evaluated and not resolved.
+
+    >>> resolved(harness_error("x/report.json", "empty"), "a__b-1")
+    False
+    """
+    return {"resolved": False, "report_error": f"{source}: {why}"}
+
+
+def named_report(report: Any, instance_id: str, source: str | Path) -> Any:
+    """A report file named for one instance (the harness's ``<id>/report.json``, ``<id>.report.json`` beside a run),
+    read as ``make_run_report`` reads ``report[<id>]["resolved"]``: a run report, ``results.json`` or an inner record
+    (``{"resolved": bool}``) is kept as it is; anything else without a record of ``instance_id`` holding ``resolved``
+    is that instance's error (``harness_error``).
+
+    >>> named_report({"a__b-2": {"resolved": True}}, "a__b-1", "a__b-1.report.json")["report_error"]
+    "a__b-1.report.json: no 'a__b-1' record with 'resolved' in it"
+    >>> named_report({"resolved_ids": []}, "a__b-1", "r.json"), named_report({"a__b-1": {"resolved": 1}}, "a__b-1", "")
+    ({'resolved_ids': []}, {'a__b-1': {'resolved': 1}})
+    """
+    if isinstance(report, dict) and (isinstance(report.get("resolved_ids"), list)
+                                     or isinstance(report.get("resolved"), (list, bool))):
+        return report
+    record = report.get(instance_id) if isinstance(report, dict) else None
+    if isinstance(record, dict) and "resolved" in record:
+        return report
+    return harness_error(source, f"no {instance_id!r} record with 'resolved' in it")
+
+
 def _instance_record(path: Path, instance_id: str) -> dict[str, Any]:
     """The record of ``instance_id`` in the harness's ``<instance_id>/report.json``, read as its ``make_run_report``
     reads it: empty, not JSON, or without a record of ``instance_id`` holding ``resolved`` is that instance's error
@@ -126,18 +158,18 @@ def _instance_record(path: Path, instance_id: str) -> dict[str, Any]:
 
     text = read_text(path, "swebench report")
     if not text.strip():
-        return {"resolved": False, "report_error": f"{path}: empty"}
+        return harness_error(path, "empty")
     try:
         report = json_loads(text, str(path))
     except json.JSONDecodeError as exc:
-        return {"resolved": False, "report_error": f"{path}:{exc.lineno}: invalid JSON: {exc.msg}"}
+        return harness_error(f"{path}:{exc.lineno}", f"invalid JSON: {exc.msg}")
     if isinstance(report, dict) and isinstance(report.get("resolved_ids"), list):
         raise UserError(f"{path}: a run report (resolved_ids) among per-instance <id>/report.json files; give it "
                         "alone")
     record = report.get(instance_id) if isinstance(report, dict) else None
     if isinstance(record, dict) and "resolved" in record:
         return record
-    return {"resolved": False, "report_error": f"{path}: no {instance_id!r} record with 'resolved' in it"}
+    return harness_error(path, f"no {instance_id!r} record with 'resolved' in it")
 
 
 def _eval_rows(path: Path) -> dict[str, Any]:

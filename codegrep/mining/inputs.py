@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
+from codegrep.data.swebench_report import EVAL_SUFFIX
 from codegrep.errors import UserError
 from codegrep.files import MAX_JSON_DEPTH
 
@@ -63,11 +64,11 @@ def is_trajectory_file(path: Path) -> bool:
 
     >>> is_trajectory_file(Path("a.traj.json")), is_trajectory_file(Path("a.report.json.gz"))
     (True, False)
-    >>> is_trajectory_file(Path("swebench_verified.tasks.jsonl"))
-    False
+    >>> is_trajectory_file(Path("swebench_verified.tasks.jsonl")), is_trajectory_file(Path("out.swebench_eval.jsonl"))
+    (False, False)
     """
     base = _base(path)
-    return base.endswith(SUFFIXES) and not base.endswith((".report.json", ".tasks.jsonl")) \
+    return base.endswith(SUFFIXES) and not base.endswith((".report.json", ".tasks.jsonl", EVAL_SUFFIX)) \
         and base != "report.json" and not base.startswith(("LICENSE", "README"))
 
 
@@ -267,33 +268,63 @@ def span_lines(path: str, start: int, end: int) -> Iterator[bytes]:
 
 
 @lru_cache(maxsize=64)
-def _report_at(path: str, mtime_ns: int, size: int) -> Any:
-    """A report file's value, read once per version of the file (its mtime and size are in the key)."""
+def _report_at(path: str, stamp: tuple, instance_id: str | None) -> Any:
+    """A report file's value, read once per version of the file (``_stamp`` is in the key). A file named for one
+    instance (``instance_id``) is read as the harness reads its ``<id>/report.json`` (``swebench_report.named_report``:
+    empty, not JSON, or no record of the instance is that instance's error); a file shared by several runs
+    (``report.json`` beside them) that cannot be read says nothing (None)."""
+    from codegrep.data.swebench_report import harness_error, named_report
+
     try:
-        return read_json(path)
-    except (ValueError, OSError, EOFError):
-        return None
+        value = read_json(path)
+    except (ValueError, OSError, EOFError) as exc:
+        return None if instance_id is None else harness_error(path, f"empty or not JSON ({str(exc)[:120]})")
+    return value if instance_id is None else named_report(value, instance_id, path)
+
+
+@lru_cache(maxsize=16)
+def _evaluation_at(path: str, stamp: tuple) -> Any:
+    """OpenHands' evaluation beside an ``output.jsonl`` (``swebench_report.evaluation_beside``), read once per version
+    by the one reader (``load_report``: a bad file is one ``UserError`` naming it)."""
+    from codegrep.data.swebench_report import load_report
+
+    return load_report(path, whole_run=True)
+
+
+def _stamp(path: Path) -> tuple:
+    """(mtime, size) of a file, or of every ``report.json`` under a directory: a report rewritten is read again."""
+    files = sorted(path.glob("*/report.json")) if path.is_dir() else [path]
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
 
 
 def report_beside(path: str) -> Any:
-    """The SWE-bench ``report.json`` next to a trajectory file: ``<stem>.report.json``, ``<id>.report.json`` (the
-    id the file name gives once every known suffix is gone: ``<id>.events.json``, ``<id>.history.json`` ...) or
-    ``report.json``. Looked up at each call (a report the harness writes later, in a long-lived process, is seen);
-    a file is read once per version."""
-    from codegrep.mining.ids import id_from_name
+    """The SWE-bench report next to a trajectory file: ``<stem>.report.json``, ``<id>.report.json`` (the id the file
+    name gives once every known suffix is gone: ``<id>.events.json``, ``<id>.history.json`` ...) or ``report.json``;
+    beside a ``.jsonl`` of runs (OpenHands' ``output.jsonl``), first the evaluation OpenHands' eval_infer leaves there
+    (``output.swebench_eval.jsonl``, ``report.json``, ``eval_outputs/<id>/report.json``). A report named for an
+    instance (``<id>.report.json``, or ``report.json`` in the harness's ``<id>/`` directory) is read as the harness
+    reads it (``_report_at``). Looked up at each call (a report the harness writes later, in a long-lived process,
+    is seen); a file is read once per version."""
+    from codegrep.data.swebench_report import evaluation_beside
+    from codegrep.mining.ids import id_from_name, is_instance_id
 
     p = Path(path)
     stem = _base(p)
+    if stem.endswith(".jsonl") and (evaluation := evaluation_beside(p)) is not None:
+        return _evaluation_at(str(evaluation), _stamp(evaluation))
+    single = not stem.endswith((".jsonl", ".parquet"))  # one run's file (a .json list of rows is read as such too)
     for suffix in (".traj.json", ".traj", ".json", ".jsonl", ".parquet"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
     stems = dict.fromkeys((stem, id_from_name(p.name)))
-    for name in (*(f"{s}.report.json{gz}" for s in stems for gz in ("", ".gz")), "report.json", "report.json.gz"):
+    names = [(f"{s}.report.json{gz}", s) for s in stems for gz in ("", ".gz")]
+    for name, named in (*names, ("report.json", p.parent.name), ("report.json.gz", p.parent.name)):
         try:
             st = (p.parent / name).stat()
         except OSError:  # not there (or not reachable): the next name
             continue
         if stat.S_ISREG(st.st_mode):
-            return _report_at(str(p.parent / name), st.st_mtime_ns, st.st_size)
+            own = named if single and is_instance_id(named) else None
+            return _report_at(str(p.parent / name), (st.st_mtime_ns, st.st_size), own)
     return None
