@@ -563,3 +563,20 @@ def test_a_program_beyond_the_parsers_limits_is_no_error():
     nothing known (it raised out of mining before)."""
     code = "x = " + "-" * 100000 + "1\nopen('pkg/a.py', 'w')"
     assert [e.kind for e in parse_shell(f"python -c \"{code}\"")] == ["run"]
+
+
+@pytest.mark.parametrize("command, expected", [
+    # a range taken from several files' concatenation, or from lines a grep picked, is no range of the last file
+    ("cat pkg/a.py pkg/b.py | head -n 40", [("view", "pkg/a.py", None), ("view", "pkg/b.py", None)]),
+    ("cat -n pkg/a.py | grep -v '#' | head -n 5", [("view", "pkg/a.py", None)]),
+    ("tail -n 5 pkg/a.py | cat -n | head -n 2", [("view", "pkg/a.py", None)]),
+    ("sed -n '10,30p' pkg/a.py | cat -n | head -n 2", [("view", "pkg/a.py", (10, 11))]),
+    # commands that rewrite files in place are edits, not runs
+    ("truncate -s 0 pkg/log.txt && truncate --size=+1K pkg/a.py", [("create", "pkg/log.txt", None),
+                                                                   ("edit", "pkg/a.py", None)]),
+    ("dos2unix pkg/a.py pkg/b.py", [("edit", "pkg/a.py", None), ("edit", "pkg/b.py", None)]),
+    ("unix2dos -n pkg/a.py out.txt", [("view", "pkg/a.py", None), ("create", "out.txt", None)]),
+])
+def test_pipe_ranges_and_in_place_rewrites(command, expected):
+    assert [(e.kind, e.path, e.lines) for e in parse_shell(command) if e.kind != "run"] == expected
+

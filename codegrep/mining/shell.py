@@ -34,7 +34,10 @@ _VALUED = {
     "tree": {"-L", "-I", "-P", "-o", "--filelimit"}, "ls": {"-I", "--ignore", "-w", "--width", "-T"},
     "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
               "--max-procs", "--max-lines", "--max-chars"},
+    "truncate": {"-s", "--size", "-r", "--reference"}, "dos2unix": {"-c", "--convmode", "-m", "--add-bom"},
 }
+_CONVERTERS = frozenset({"dos2unix", "unix2dos", "mac2unix", "unix2mac"})
+"""Line-ending converters: they rewrite their files in place (``-n IN OUT``: write OUT from IN)."""
 _SED_SCRIPTS = frozenset({"-e", "--expression"})
 """sed's script options: each may be given several times, and the script is all of them, one a line."""
 _SED_IN_PLACE = re.compile(r"^-[nrEsuz]*i")  # -i, -i.bak, and -i in a flag cluster: -Ei, -ni
@@ -216,6 +219,33 @@ def _perl(args: list[str], ctx: _Context) -> list[Event]:
     if not files:  # a program that reads no file: a run
         return [Event("run", ctx.step, command=" ".join(["perl", *args])[:200])]
     return [ctx.event("edit" if in_place else "view", f) for f in files]
+
+
+def _rewrite(prog: str, args: list[str], ctx: _Context) -> list[Event]:
+    """``truncate -s N f`` and the line-ending converters (``dos2unix f``) change their files in place: edits
+    (``truncate -s 0 f`` empties f, as ``> f`` does: a create); ``dos2unix -n IN OUT`` reads IN and writes OUT;
+    ``dos2unix -i f`` only counts line endings (a read of nothing shown).
+
+    >>> [(e.kind, e.path) for c in ("truncate -s 0 log.txt", "truncate -s +1 pkg/a.py", "dos2unix pkg/a.py pkg/b.py")
+    ...  for e in parse_shell(c)]
+    [('create', 'log.txt'), ('edit', 'pkg/a.py'), ('edit', 'pkg/a.py'), ('edit', 'pkg/b.py')]
+    >>> [(e.kind, e.path) for c in ("unix2dos -n pkg/a.py out.txt", "dos2unix -i pkg/a.py") for e in parse_shell(c)]
+    [('view', 'pkg/a.py'), ('create', 'out.txt')]
+    """
+    pos, opts = _positionals(args, _VALUED["truncate" if prog == "truncate" else "dos2unix"])
+    if prog == "truncate":
+        size = opts.get("-s") or opts.get("--size") or ""
+        kinds = [("create" if size.strip() == "0" else "edit", p) for p in pos]
+    elif opts.keys() & {"-i", "--info"}:
+        kinds = []
+    elif opts.keys() & {"-n", "--newfile"}:
+        kinds = [(kind, p) for pair in zip(pos[::2], pos[1::2]) for kind, p in zip(("view", "create"), pair)]
+    else:
+        kinds = [("edit", p) for p in pos]
+    for kind, p in kinds:
+        if kind != "view":
+            ctx.written(p, None)  # what the run knew it held is gone
+    return [ctx.event(kind, p) for kind, p in kinds]
 
 
 def _search(prog: str, args: list[str], ctx: _Context) -> list[Event]:
@@ -476,6 +506,8 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
     elif prog.startswith("python") and _PYTHON.match(prog):
         events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
         events += _python(args, ctx, stdin)
+    elif prog == "truncate" or prog in _CONVERTERS:
+        events += _rewrite(prog, args, ctx)
     elif prog == "rm":
         events += [ctx.event("delete", p) for p in _positionals(args, set())[0]]
     elif prog in ("cp", "mv"):
@@ -487,25 +519,30 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
     return events
 
 
-def _attach_range(events: list[Event], stage: _Stage, before: _Stage) -> None:
-    """``nl -ba f | sed -n 'a,bp'`` / ``cat f | head -n N``: the range belongs to the view of ``f``, counted from
-    where that view starts (``tail -n +K f | head -n N`` is lines K..K+N-1) and within where it ends (``head -n
-    152 f | tail -n 10`` is lines 143-152). ``tail -n N f`` (the last N lines) ends where the file does, which is
-    not known: no range, nor for what is taken from it.
+def _attach_range(view: Event | None, stage: _Stage) -> bool:
+    """``nl -ba f | sed -n 'a,bp'`` / ``cat f | head -n N``: the range belongs to ``view``, the one file view whose
+    lines the pipe carries, counted from where that view starts (``tail -n +K f | head -n N`` is lines K..K+N-1) and
+    within where it ends (``head -n 152 f | tail -n 10`` is lines 143-152). ``tail -n N f`` (the last N lines) ends
+    where the file does, which is not known: no range, nor for what is taken from it. True when what the stage
+    passes on is still lines of ``view`` (a range taken, or ``cat``/``nl`` numbering them); False when the pipe then
+    carries no one file's known lines (``cat a b``, a ``grep`` between, a regex ``sed``).
 
     >>> [e.lines for c in ("tail -n +100 a.py | head -n 20", "sed -n '5,$p' a.py | sed -n '2,3p'", "tail -5 a.py | head -2",
     ...  "head -n 152 a.py | tail -n 10", "sed -n '100,200p' a.py | head -5", "head -n 30 a.py | sed -n '20,40p'",
-    ...  "cat a.py | tail -n 5") for e in parse_shell(c)]
-    [(100, 119), (6, 7), None, (143, 152), (100, 104), (20, 30), None]
+    ...  "cat a.py | tail -n 5", "cat -n a.py | grep -v x | head -3", "sed -n '10,30p' a.py | cat -n | head -2")
+    ...  for e in parse_shell(c)]
+    [(100, 119), (6, 7), None, (143, 152), (100, 104), (20, 30), None, None, (10, 11)]
+    >>> [(e.path, e.lines) for e in parse_shell("cat a.py b.py | head -n 40")]
+    [('a.py', None), ('b.py', None)]
     """
     prog, args = stage.words[0].rpartition("/")[2] if stage.words else "", stage.words[1:]
-    views = [e for e in events if e.kind == "view"]
-    if not views or prog not in ("sed", "head", "tail") or (before.words[:1] == ["tail"] and views[-1].lines is None):
-        return
-    pos, opts = _positionals(args, _VALUED[prog], _SED_SCRIPTS if prog == "sed" else frozenset())
+    if view is None or prog not in ("sed", "head", "tail", "cat", "nl"):
+        return False
+    pos, opts = _positionals(args, _VALUED.get(prog, set()), _SED_SCRIPTS if prog == "sed" else frozenset())
     if pos[1:] if prog == "sed" else pos:
-        return  # the stage reads its own files
-    view = views[-1]
+        return False  # the stage reads its own files
+    if prog in ("cat", "nl"):
+        return True
     start, end = view.lines or (1, -1)
     n = opts.get("-n") or next((k[1:] for k in opts if k[1:].isdigit()), None)
     if prog == "tail":
@@ -513,18 +550,21 @@ def _attach_range(events: list[Event], stage: _Stage, before: _Stage) -> None:
             lines = (int(n[1:]), -1)
         elif n and n.isdigit() and end != -1:  # the last N lines of a range whose end is known
             view.lines = (max(start, end - int(n) + 1), end)
-            return
+            return True
         else:
-            return
+            return False
     elif prog == "sed":
         lines = _sed_lines(_sed_script(opts) or (pos[0] if pos else ""))
     else:
         lines = (1, int(n)) if n and n.isdigit() else None
-    if lines:
-        first = start + lines[0] - 1
-        last = end if lines[1] == -1 else start + lines[1] - 1 if end == -1 else min(end, start + lines[1] - 1)
-        if last == -1 or first <= last:  # past the end of what the view showed: nothing shown, the view stays
-            view.lines = (first, last)
+    if not lines:
+        return False
+    first = start + lines[0] - 1
+    last = end if lines[1] == -1 else start + lines[1] - 1 if end == -1 else min(end, start + lines[1] - 1)
+    if last != -1 and first > last:  # past the end of what the view showed: nothing shown, the view stays
+        return False
+    view.lines = (first, last)
+    return True
 
 
 _PLAIN = frozenset(";&|\n()<>'\"\\#")  # a command free of these is whitespace-separated words, nothing else
@@ -618,9 +658,15 @@ def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dic
             ctx.cwd = outer.pop() if outer else ctx.cwd
             continue
         pipe_events: list[Event] = []
+        shown: Event | None = None  # the one file view whose lines the pipe carries (``_attach_range``)
         for i, stage in enumerate(pipeline):
-            if i and stage.words:
-                _attach_range(pipe_events, stage, pipeline[i - 1])
-            pipe_events += _stage_events(stage, ctx, i == 0, pipe_events)
+            if i and stage.words and not _attach_range(shown, stage):
+                shown = None
+            new = _stage_events(stage, ctx, i == 0, pipe_events)
+            views = [e for e in new if e.kind == "view"]
+            if views:  # tail -n N f: the last N lines, whose numbers are not known
+                last_lines = views[0].lines is None and stage.words[:1] == ["tail"]
+                shown = views[0] if len(views) == 1 and not last_lines else None
+            pipe_events += new
         events += pipe_events
     return [e for e in events if e.kind in ("run", "search", "find", "list") or e.path is not None], ctx.cwd, ctx.stateful
