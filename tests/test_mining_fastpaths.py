@@ -59,14 +59,21 @@ def _uncached(root: str):
     """A run's commands parsed one by one with no remembered command or path; only what the run wrote to files
     (a script it runs later, a patch it applies) is shared, as the shell's files are."""
     files: dict = {}
-    return lambda c, i: shell._parse_shell(c, i, root, "", None, files)[0]
+    return lambda c, i, output=None, exit_code=None: shell._parse_shell(c, i, root, "", None, files, output=output,
+                                                                       exit_code=exit_code)[0]
+
+
+def _outputs(step) -> list:
+    """A call's observations, one per command (the output each command is read with), else none."""
+    return step.observations if len(step.observations) == len(step.commands) else [None] * len(step.commands)
 
 
 def test_run_scoped_shell_parser_equals_parse_shell_per_command(runs):
     """Commands and paths remembered within one run give the events a fresh parse of each command gives."""
     for run in runs:
         parse = _uncached(run.root)
-        fresh = [e.to_dict() for i, s in enumerate(run.actions) for c in s.commands for e in parse(c, i)]
+        fresh = [e.to_dict() for i, s in enumerate(run.actions) for c, o in zip(s.commands, _outputs(s))
+                 for e in parse(c, i, o, msa.exit_code_in(o))]
         assert [e.to_dict() for e in run.events()] == fresh, run.instance_id
 
 

@@ -580,3 +580,63 @@ def test_a_program_beyond_the_parsers_limits_is_no_error():
 def test_pipe_ranges_and_in_place_rewrites(command, expected):
     assert [(e.kind, e.path, e.lines) for e in parse_shell(command) if e.kind != "run"] == expected
 
+
+_TRACEBACK = ('Traceback (most recent call last):\n  File "/testbed/fix_http.py", line {line}, in <module>\n'
+              "    with open(file_path) as f:\nFileNotFoundError: [Errno 2] No such file or directory: 'bottle/x.py'")
+
+
+def _mini_run_outputs(steps: list[tuple[str, str]], submission: str = "") -> dict:
+    """A mini-swe-agent 1.x run whose commands answered with the given observations."""
+    run = _mini_run([c for c, _ in steps], submission)
+    answers = iter(o for _, o in steps)
+    for m in run["messages"][3::2]:
+        m["content"] = next(answers)
+    return run
+
+
+@pytest.mark.parametrize("line, returncode, edited", [
+    (2, 1, False),  # stopped reading the file it was to rewrite: the write was never reached
+    (5, 1, True),  # stopped in the statement that writes: it may have written
+    (2, 0, True),  # a traceback it printed and went on from (its exit status, recorded and its own, is 0)
+])
+def test_a_script_that_stopped_before_its_write_edited_nothing(line, returncode, edited):
+    """A fix script the run ran counted as an edit of the files it writes even when its output shows it stopped on an
+    error before any write (mini-swe-agent records the traceback and the <returncode>)."""
+    out = f"<returncode>{returncode}</returncode>\n<output>\n{_TRACEBACK.format(line=line)}\n</output>"
+    rec = supervision_record(parse_row(_mini_run_outputs([(_FIX_SCRIPT, "<returncode>0</returncode>"),
+                                                          ("python fix_http.py", out)])))
+    assert ("bottle/http.py" in rec.edited_files) is edited
+
+
+def test_a_script_that_stopped_before_its_write_edited_nothing_in_other_formats():
+    """The same stop as OpenHands (exit_code in the observation's metadata), SWE-Gym's OpenHands messages (the tool
+    result's text) and SWE-agent (the step's observation; it records no exit status) record it; and a script that
+    is not valid Python to the run's interpreter (a SyntaxError naming it) ran no line."""
+    script = "file_path = 'moto/a.py'\nwith open(file_path) as f:\n    s = f.read()\nopen(file_path, 'w').write(s)\n"
+    path, stop = "/workspace/getmoto__moto__4.1/fix.py", _TRACEBACK.replace("/testbed/fix_http.py", "{path}")
+    out = stop.format(path=path, line=2)
+    oh = {"instance_id": "getmoto__moto-5865", "test_result": {"git_patch": ""}, "history": [
+        {"id": 1, "source": "agent", "action": "write", "args": {"path": path, "content": script}},
+        {"id": 2, "source": "agent", "action": "run", "args": {"command": f"python {path}"}},
+        {"id": 3, "source": "environment", "observation": "run", "cause": 2, "content": out,
+         "extras": {"metadata": {"exit_code": 1}}}]}
+    call = _tool_call("execute_bash", command=f"python {path}")
+    gym = {"instance_id": "getmoto__moto-5865", "run_id": "r", "test_result": {"git_patch": ""}, "messages": [
+        {"role": "user", "content": _UPLOADED}, _tool_call("str_replace_editor", command="create", path=path,
+                                                            file_text=script),
+        call, {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
+               "content": out + "\n[Command finished with exit code 1]"}]}
+    swe = {"trajectory": [
+        {"action": f"create {path}\n", "observation": "", "state": {"working_dir": "/workspace/getmoto__moto__4.1"}},
+        {"action": f"cat > {path} <<'EOF'\n{script}EOF\n", "observation": "", "state": {}},
+        {"action": f"python {path}\n", "observation": out, "state": {}}], "info": {"submission": ""},
+        "history": [{"role": "user", "content": "<uploaded_files>/workspace/getmoto__moto__4.1</uploaded_files>"}]}
+    syntax = _mini_run_outputs([("python -c \"open('moto/a.py', 'w').write(f'{x=}')\"",
+                                 '<returncode>1</returncode>\n<output>\n  File "<string>", line 1\n'
+                                 "    open('moto/a.py', 'w').write(f'{x=}')\n                                ^\n"
+                                 "SyntaxError: invalid syntax\n</output>")])
+    for row in (oh, gym, swe, syntax):
+        assert "moto/a.py" not in [e.path for e in parse_row(row).events if e.kind in ("edit", "create")], row
+        ran = json.loads(json.dumps(row).replace("exit code 1", "exit code 0").replace("line 2, in", "line 4, in")
+                         .replace("SyntaxError", "RuntimeError"))
+        assert "moto/a.py" in [e.path for e in parse_row(ran).events if e.kind in ("edit", "create")], row

@@ -18,10 +18,20 @@ _MINUS = re.compile(r"^--- (\S[^\t\n]*)[^\n]*\n\+\+\+ (\S[^\t\n]*)", re.M)  # a 
 
 
 @lru_cache(maxsize=256)
-def python_writes(code: str) -> tuple[tuple[str, bool], ...]:
+def python_writes(code: str, stopped_at: int | None = None) -> tuple[tuple[str, bool], ...]:
     """(path, modified) of every literal path the code opens for writing, in source order; ``modified``: the
     code also reads that path, or appends to or updates it (an edit of a file that was there), rather than
     only writing it (a new file). Code that does not parse writes nothing (Python would not run it).
+
+    ``stopped_at``: the line at which the program, run as a script, stopped on an uncaught exception (its
+    module-level frame; 0: it never ran, a syntax error). A write in a top-level statement after the one that
+    stopped was not reached; a write in that statement, or in a function defined before it, may have run.
+
+    >>> code = "s = open('pkg/a.py').read()\\nassert 'x' in s\\nopen('pkg/a.py', 'w').write(s)\\n"
+    >>> python_writes(code), python_writes(code, 2), python_writes(code, 3), python_writes(code, 0)
+    ((('pkg/a.py', True),), (), (('pkg/a.py', True),), ())
+    >>> python_writes("def fix():\\n    open('b.py', 'w')\\nfix()\\nraise SystemExit(1)\\n", 4)
+    (('b.py', False),)
 
     >>> python_writes("p = 'pkg/a.py'\\nwith open(p) as f:\\n    s = f.read()\\nwith open(p, 'w') as f:\\n    f.write(s)")
     (('pkg/a.py', True),)
@@ -32,7 +42,8 @@ def python_writes(code: str) -> tuple[tuple[str, bool], ...]:
     >>> python_writes("import sys\\nopen(sys.argv[1], 'w')"), python_writes("open('a.py', 'w'"), python_writes("open('a.py')")
     ((), (), ())
     """
-    if "write_text" not in code and "write_bytes" not in code and not ("open" in code and _WRITE_MODE.search(code)):
+    if stopped_at == 0 or "write_text" not in code and "write_bytes" not in code and not (
+            "open" in code and _WRITE_MODE.search(code)):
         return ()  # a write this reads is write_text/write_bytes or an open() with a literal mode ('w', "a+", 'wb' ...);
         # the mode alone is no sign: Symbol('x') and 'a' are in most reproduction scripts
     try:
@@ -63,6 +74,10 @@ def python_writes(code: str) -> tuple[tuple[str, bool], ...]:
             reads.update(paths)
         else:
             writes += [(node.lineno, node.col_offset, p, any(c in mode for c in "a+")) for p in paths]
+    if stopped_at is not None:
+        stop = next((st for st in tree.body if st.lineno <= stopped_at <= (st.end_lineno or st.lineno)), None)
+        if stop is not None:  # a line of no top-level statement (the script changed since): nothing known
+            writes = [w for w in writes if w[0] <= (stop.end_lineno or stop.lineno)]
     out: dict[str, bool] = {}
     for _, _, path, updated in sorted(writes):
         out[path] = out.get(path, False) or updated or path in reads

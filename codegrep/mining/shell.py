@@ -75,6 +75,9 @@ class _Context:
         self.depth = 0  # shells around this one (bash -c ..., bash script.sh)
         self.piped = False  # the current stage reads another command's output
         self.scope: str | None = None  # what a searcher given no files searches, when not ``cwd`` (xargs)
+        self.output: str | None = None  # what the command printed, when the run recorded it
+        self.exit_code: int | None = None  # the command line's exit status, when the run recorded it
+        self.last = False  # the current stage is the command line's last: the exit status is its own
         self.paths = {} if paths is None else paths  # (raw, cwd) -> path, shared by one run's commands
 
     def path(self, raw: str) -> str | None:
@@ -292,22 +295,61 @@ def _python(args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
     """
     from codegrep.mining.scripts import python_writes
 
-    code, i = stdin, 0
+    code, i, program = stdin, 0, "<stdin>"
     while i < len(args):
         a = args[i]
         if a.startswith("-c"):
-            code = a[2:] or (args[i + 1] if i + 1 < len(args) else None)
+            code, program = a[2:] or (args[i + 1] if i + 1 < len(args) else None), "<string>"
             break
         if a.startswith("-m"):
             return []  # a module of the environment: its code is not the run's
         if a != "-" and not a.startswith("-"):
-            code = ctx.text(a)
+            code, program = ctx.text(a), a
             break
         i += 2 if a in ("-W", "-X") else 1
     writes = python_writes(code) if code else ()
+    if writes:  # what it wrote depends on how far it ran, which its recorded output may say
+        ctx.stateful = True  # the same command with another output is parsed again
+        writes = python_writes(code, _stopped_at(ctx, program))
     for path, _ in writes:
         ctx.written(path, None)
     return [ctx.event("edit" if modified else "create", path) for path, modified in writes]
+
+
+_FRAME = re.compile(r'^[ \t]*File "([^"\n]+)", line (\d+)(?:, in (.+))?$', re.M)
+_COMPILE_ERROR = re.compile(r"^(?:SyntaxError|IndentationError|TabError)\b", re.M)
+
+
+def _stopped_at(ctx: _Context, program: str) -> int | None:
+    """Where a Python program stopped, by the output the run recorded for its command (``scripts.python_writes``'s
+    ``stopped_at``): the line of its last module-level frame (``File "fix.py", line 7, in <module>``) in a traceback,
+    or 0 for a syntax error in the program itself (it never ran). ``program``: the script as the command named it, or
+    ``<string>`` (``-c``) / ``<stdin>``, as tracebacks name them; a script is matched by its path too (Python 3.9+
+    prints it absolute). None when the output shows no such stop, is not recorded, or the command's exit status is
+    recorded, is this program's (it ran last) and is 0: the traceback was printed and the program went on.
+
+    >>> ctx = _Context(0, "/testbed", "")
+    >>> ctx.output = 'Traceback (most recent call last):\\n  File "/testbed/fix.py", line 3, in <module>\\nKeyError: 1'
+    >>> _stopped_at(ctx, "fix.py"), _stopped_at(ctx, "other.py"), _stopped_at(ctx, "<string>")
+    (3, None, None)
+    >>> ctx.output = '  File "<string>", line 1\\n    x = (\\n        ^\\nSyntaxError: unexpected EOF while parsing'
+    >>> _stopped_at(ctx, "<string>")
+    0
+    """
+    text = ctx.output
+    if not text or 'File "' not in text or (ctx.exit_code == 0 and ctx.last and ctx.depth == 0):
+        return None
+    mine = ctx.path(program) if not program.startswith("<") else None
+    stop = None
+    for m in _FRAME.finditer(text):
+        name = m.group(1)
+        if name != program and (mine is None or ctx.path(name) != mine):
+            continue
+        if m.group(3) == "<module>":
+            stop = int(m.group(2))
+        elif m.group(3) is None and _COMPILE_ERROR.search("\n".join(text[m.end():].split("\n", 5)[:5])):
+            stop = 0
+    return stop
 
 
 def _patch(prog: str, args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
@@ -368,7 +410,8 @@ def _subshell(args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
         i += 1
     if not code or ctx.depth >= _MAX_DEPTH:
         return []
-    events, _, stateful = _parse_shell(code, ctx.step, ctx.root, ctx.cwd, ctx.paths, ctx.files, ctx.depth + 1)
+    events, _, stateful = _parse_shell(code, ctx.step, ctx.root, ctx.cwd, ctx.paths, ctx.files, ctx.depth + 1,
+                                       ctx.output)
     ctx.stateful |= stateful
     return events
 
@@ -604,13 +647,17 @@ class ShellParser:
         self.paths: dict[tuple[str, str], str | None] = {}
         self.files: dict[str, str] = {}  # repository path -> the text the run wrote there (heredocs, editors)
 
-    def __call__(self, command: str, step: int = 0, cwd: str | None = None) -> list[Event]:
-        """Events of ``command`` run in ``cwd`` (default: the root, or where the session's last command left it)."""
+    def __call__(self, command: str, step: int = 0, cwd: str | None = None, output: str | None = None,
+                 exit_code: int | None = None) -> list[Event]:
+        """Events of ``command`` run in ``cwd`` (default: the root, or where the session's last command left it);
+        ``output`` and ``exit_code``: what it printed and its exit status, where the run recorded them (a script
+        that stopped on an error before its writes wrote nothing: ``_stopped_at``)."""
         start = (self.cwd if self.persistent else "") if cwd is None else cwd
         key = (command, start)
         done = self.commands.get(key)
         if done is None:
-            events, end, stateful = _parse_shell(command, step, self.root, start, self.paths, self.files)
+            events, end, stateful = _parse_shell(command, step, self.root, start, self.paths, self.files,
+                                                 output=output, exit_code=exit_code)
             if not stateful:
                 self.commands[key] = ([(e.kind, e.path, e.pattern, e.lines, e.command) for e in events], end)
         else:
@@ -642,15 +689,18 @@ def parse_shell(command: str, step: int = 0, root: str | None = None, cwd: str =
 
 
 def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dict | None = None,
-                 files: dict | None = None, depth: int = 0) -> tuple[list[Event], str, bool]:
+                 files: dict | None = None, depth: int = 0, output: str | None = None,
+                 exit_code: int | None = None) -> tuple[list[Event], str, bool]:
     """(events, the working directory the command line leaves its shell in, whether the command read or wrote
-    the run's known file contents: its events may differ when it runs again)."""
+    the run's known file contents, or its events depend on its output: its events may differ when it runs again)."""
     ctx = _Context(step, root, cwd, paths, files)
-    ctx.depth = depth
+    ctx.depth, ctx.output, ctx.exit_code = depth, output, exit_code
     pipelines, ctx.bodies = _pipelines(command)
     events: list[Event] = []
     outer: list[str] = []  # the working directories of the shells around the subshells now open
-    for pipeline in pipelines:
+    last = max((i for i, p in enumerate(pipelines) if p[0] is not _SUBSHELL["("] and p[0] is not _SUBSHELL[")"]),
+               default=-1)
+    for n, pipeline in enumerate(pipelines):
         if pipeline[0] is _SUBSHELL["("]:
             outer.append(ctx.cwd)
             continue
@@ -660,6 +710,7 @@ def _parse_shell(command: str, step: int, root: str | None, cwd: str, paths: dic
         pipe_events: list[Event] = []
         shown: Event | None = None  # the one file view whose lines the pipe carries (``_attach_range``)
         for i, stage in enumerate(pipeline):
+            ctx.last = n == last and i == len(pipeline) - 1
             if i and stage.words and not _attach_range(shown, stage):
                 shown = None
             new = _stage_events(stage, ctx, i == 0, pipe_events)

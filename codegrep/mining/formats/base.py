@@ -43,6 +43,27 @@ class Trajectory:
     """``file:line`` (or ``file``) the row came from."""
 
 
+_EXIT = re.compile(r"<returncode>(-?\d+)</returncode>|\[(?:Command finished|The command completed) with exit code "
+                   r"(-?\d+)\.?\]")
+
+
+def exit_code_in(text: str | None) -> int | None:
+    """The exit status an observation's text records: mini-swe-agent's ``<returncode>N</returncode>``, OpenHands'
+    ``[Command finished with exit code N]`` / ``[The command completed with exit code N.]``; None when it records
+    none (SWE-agent), or -1 (OpenHands: still running, timed out).
+
+    >>> exit_code_in("<returncode>1</returncode>\\n<output>x</output>")
+    1
+    >>> exit_code_in("x\\n[Command finished with exit code 0]")
+    0
+    >>> exit_code_in("x\\n[The command completed with exit code -1.]"), exit_code_in("no status"), exit_code_in(None)
+    (None, None, None)
+    """
+    m = _EXIT.search(text) if text else None
+    code = int(m.group(1) or m.group(2)) if m else None
+    return None if code is None or code < 0 else code
+
+
 def strip_run_suffix(raw_id: str) -> str:
     """``python__mypy-15976_0`` -> ``python__mypy-15976`` (run-index suffixes of resampled datasets).
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.mining.events import Event
-from codegrep.mining.formats.base import Trajectory, content_text, issue_text
+from codegrep.mining.formats.base import Trajectory, content_text, exit_code_in, issue_text
 from codegrep.mining.shell import ShellParser
 
 NAME = "mini-swe-agent"
@@ -166,12 +166,14 @@ class Run:
         return sum(costs) if costs else None
 
     def events(self) -> list[Event]:
-        """File events of the executed commands (``step`` = index among acting calls, as in ``parse``)."""
+        """File events of the executed commands (``step`` = index among acting calls, as in ``parse``), each read
+        with its observation (its output and ``<returncode>``) when the call has one per command."""
         out: list[Event] = []
         parse = ShellParser(self.root)
         for i, s in enumerate(self.actions):
-            for c in s.commands:
-                out += parse(c, i)
+            outputs = s.observations if len(s.observations) == len(s.commands) else [None] * len(s.commands)
+            for c, o in zip(s.commands, outputs):
+                out += parse(c, i, output=o, exit_code=exit_code_in(o))
         return out
 
 

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.mining.events import Event
-from codegrep.mining.formats.base import UPLOADED, Trajectory, content_text, strip_run_suffix
+from codegrep.mining.formats.base import UPLOADED, Trajectory, content_text, exit_code_in, strip_run_suffix
 from codegrep.mining.formats.tools import editor_events
 from codegrep.mining.shell import ShellParser
 
@@ -39,8 +39,10 @@ def detect(row: Any) -> bool:
         detect(row["history"])
 
 
-def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = None) -> list[Event]:
-    """Events of one OpenHands action (``shell``: the run's bash session, where a ``cd`` persists).
+def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = None,
+                  observation: dict[str, Any] | None = None) -> list[Event]:
+    """Events of one OpenHands action (``shell``: the run's bash session, where a ``cd`` persists; ``observation``:
+    the event that answered it, whose ``content`` and exit status a shell command is read with).
 
     >>> [(e.kind, e.path) for e in action_events({"action": "read", "args": {"path":
     ...     "/workspace/django__django__3.0/django/db/models.py"}}, 0)]
@@ -59,10 +61,49 @@ def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = 
             shell.wrote(str(args.get("path") or ""), text if isinstance(text, str) else None)
         return editor_events({"command": command, "path": args.get("path")}, step, root)
     if action == "run":
-        return (shell or ShellParser())(str(args.get("command") or ""), step)
+        output, code = _output(observation)
+        return (shell or ShellParser())(str(args.get("command") or ""), step, output=output, exit_code=code)
     if action == "run_ipython":
         return [Event("run", step, command=str(args.get("code") or "")[:200])]
     return []
+
+
+def _output(observation: dict[str, Any] | None) -> tuple[str | None, int | None]:
+    """(text, exit status) of a command's observation: ``content``, and ``extras.metadata.exit_code`` (older
+    versions: ``extras.exit_code``; -1, still running or timed out, is not known), else the status its text states.
+
+    >>> _output({"observation": "run", "content": "boom", "extras": {"metadata": {"exit_code": 1}}})
+    ('boom', 1)
+    >>> _output({"observation": "run", "content": "x", "extras": {"exit_code": -1}}), _output(None)
+    (('x', None), (None, None))
+    """
+    if not isinstance(observation, dict):
+        return None, None
+    text = observation.get("content")
+    text = text if isinstance(text, str) else None
+    extras = observation.get("extras") if isinstance(observation.get("extras"), dict) else {}
+    meta = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
+    code = meta.get("exit_code", extras.get("exit_code"))
+    if not isinstance(code, int) or isinstance(code, bool):
+        return text, exit_code_in(text)
+    return text, code if code >= 0 else None
+
+
+def _answers(flat: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """{index of an action in ``flat``: the observation that answered it}: by ``cause`` (the action's ``id``), else
+    the next observation before another action (older paired histories)."""
+    index = {ev["id"]: i for i, ev in enumerate(flat) if "action" in ev and isinstance(ev.get("id"), int)}
+    out: dict[int, dict[str, Any]] = {}
+    pending = None
+    for i, ev in enumerate(flat):
+        if "action" in ev:
+            pending = i
+        elif "observation" in ev:
+            at = index.get(ev.get("cause"), pending) if isinstance(ev.get("cause"), int) else pending
+            if at is not None and at not in out:
+                out[at] = ev
+            pending = None
+    return out
 
 
 def _start_end(args: dict[str, Any]) -> list[int] | None:
@@ -99,12 +140,13 @@ def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
     first_user = next((content_text((ev.get("args") or {}).get("content") or ev.get("message")) for ev in flat
                        if ev.get("source") == "user" and ev.get("action") == "message"), "")
     events, step, shell = [], 0, ShellParser(_root(first_user, flat), persistent=True)
-    for ev in flat:
+    answers = _answers(flat)
+    for i, ev in enumerate(flat):
         if "action" not in ev:
             continue
         if ev.get("source", "agent") != "agent" or ev.get("action") in _SILENT:
             continue
-        events += action_events(ev, step, shell)
+        events += action_events(ev, step, shell, answers.get(i))
         step += 1
     return events, step, first_user
 

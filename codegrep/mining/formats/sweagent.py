@@ -36,8 +36,9 @@ class _Viewer:
     def __init__(self, root: str | None):
         self.root, self.open_file, self.shell = root, None, ShellParser(root, persistent=True)
 
-    def command(self, action: str, step: int) -> list[Event]:
-        """Events of one SWE-agent action (its ACI commands, else a bash command line).
+    def command(self, action: str, step: int, output: str | None = None) -> list[Event]:
+        """Events of one SWE-agent action (its ACI commands, else a bash command line, read with its ``output``:
+        SWE-agent records no exit status).
 
         >>> v = _Viewer("/OQuPy")
         >>> [(e.kind, e.path, e.lines) for e in v.command("open oqupy/pt.py 536", 0) + v.command("edit 536:536\\nx\\nend_of_edit", 1)]
@@ -81,7 +82,7 @@ class _Viewer:
             return self.editor(action, args, step)
         if cmd in ("submit", "exit_forfeit", "exit_cost", "exit_context", "exit_format", "exit_error"):
             return []
-        return self.shell(action, step)
+        return self.shell(action, step, output=output)
 
     def editor(self, action: str, args: list[str], step: int) -> list[Event]:
         """``str_replace_editor COMMAND PATH [--view_range A B] [--file_text T] ...``: the options may span lines
@@ -170,7 +171,8 @@ def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Tra
         if state.get("open_file") not in (None, "n/a") and str(entry.get("action", "")).lstrip().startswith(
                 ("edit", "insert", "append")):
             viewer.open_file = repo_path(state["open_file"], root)
-        events += viewer.command(str(entry.get("action") or ""), i)
+        output = entry.get("observation")
+        events += viewer.command(str(entry.get("action") or ""), i, output if isinstance(output, str) else None)
     replay = loose_mapping(row.get("replay_config"))
     stem = source.rsplit("/", 1)[-1].split(":")[0]
     for suffix in (".gz", ".traj"):  # <id>.traj, or gzipped
