@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from codegrep.mining.formats.base import exit_code_in
 from codegrep.mining import inputs, shell, shell_words
 from codegrep.mining.bench import real_runs
 from codegrep.mining.formats import minisweagent as msa
@@ -73,7 +74,7 @@ def test_run_scoped_shell_parser_equals_parse_shell_per_command(runs):
     for run in runs:
         parse = _uncached(run.root)
         fresh = [e.to_dict() for i, s in enumerate(run.actions) for c, o in zip(s.commands, _outputs(s))
-                 for e in parse(c, i, o, msa.exit_code_in(o))]
+                 for e in parse(c, i, o, exit_code_in(o))]  # the status read eagerly: events() reads it lazily
         assert [e.to_dict() for e in run.events()] == fresh, run.instance_id
 
 

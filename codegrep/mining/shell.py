@@ -307,10 +307,10 @@ def _python(args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
             code, program = ctx.text(a), a
             break
         i += 2 if a in ("-W", "-X") else 1
-    writes = python_writes(code) if code else ()
-    if writes:  # what it wrote depends on how far it ran, which its recorded output may say
-        ctx.stateful = True  # the same command with another output is parsed again
-        writes = python_writes(code, _stopped_at(ctx, program))
+    stop = _stopped_at(ctx, program) if code else None  # how far it ran, where its recorded output says
+    writes = python_writes(code, stop) if code else ()  # one parse (the cache is keyed by both)
+    if writes or stop is not None:  # what it wrote depends on its output: the same command with another output
+        ctx.stateful = True  # is parsed again
     for path, _ in writes:
         ctx.written(path, None)
     return [ctx.event("edit" if modified else "create", path) for path, modified in writes]
@@ -336,8 +336,13 @@ def _stopped_at(ctx: _Context, program: str) -> int | None:
     >>> _stopped_at(ctx, "<string>")
     0
     """
+    from codegrep.mining.formats.base import exit_code_in
+
     text = ctx.output
-    if not text or 'File "' not in text or (ctx.exit_code == 0 and ctx.last and ctx.depth == 0):
+    if not text or 'File "' not in text:
+        return None
+    code = ctx.exit_code if ctx.exit_code is not None else exit_code_in(text)  # read only when it matters
+    if code == 0 and ctx.last and ctx.depth == 0:
         return None
     mine = ctx.path(program) if not program.startswith("<") else None
     stop = None
@@ -651,7 +656,8 @@ class ShellParser:
                  exit_code: int | None = None) -> list[Event]:
         """Events of ``command`` run in ``cwd`` (default: the root, or where the session's last command left it);
         ``output`` and ``exit_code``: what it printed and its exit status, where the run recorded them (a script
-        that stopped on an error before its writes wrote nothing: ``_stopped_at``)."""
+        that stopped on an error before its writes wrote nothing: ``_stopped_at``); with ``exit_code`` None the
+        status the output states is read from it (``formats.base.exit_code_in``), only where it matters."""
         start = (self.cwd if self.persistent else "") if cwd is None else cwd
         key = (command, start)
         done = self.commands.get(key)

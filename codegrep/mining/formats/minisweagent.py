@@ -37,7 +37,7 @@ from typing import Any
 
 from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.mining.events import Event
-from codegrep.mining.formats.base import Trajectory, content_text, exit_code_in, issue_text
+from codegrep.mining.formats.base import Trajectory, content_text, issue_text
 from codegrep.mining.shell import ShellParser
 
 NAME = "mini-swe-agent"
@@ -173,7 +173,7 @@ class Run:
         for i, s in enumerate(self.actions):
             outputs = s.observations if len(s.observations) == len(s.commands) else [None] * len(s.commands)
             for c, o in zip(s.commands, outputs):
-                out += parse(c, i, output=o, exit_code=exit_code_in(o))
+                out += parse(c, i, output=o)
         return out
 
 

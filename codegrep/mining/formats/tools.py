@@ -7,7 +7,6 @@ import re
 from typing import Any
 
 from codegrep.mining.events import Event, repo_path
-from codegrep.mining.formats.base import exit_code_in
 from codegrep.mining.shell import ShellParser
 
 _BASH_TOOLS = {"execute_bash", "bash", "run", "cmd_run", "terminal", "execute_command", "shell"}
@@ -83,7 +82,7 @@ def tool_events(name: str, args: dict[str, Any], step: int, root: str | None,
     """
     if name in _BASH_TOOLS:
         return (shell or ShellParser(root))(str(args.get("command") or args.get("cmd") or ""), step,
-                                            output=observation, exit_code=exit_code_in(observation))
+                                            output=observation)
     if name in _EDITOR_TOOLS:
         events = editor_events(args, step, root, observation)
         if shell is not None and events and events[0].kind in ("create", "edit"):  # a script the run may run later
