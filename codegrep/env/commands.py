@@ -77,7 +77,27 @@ def _tool(args: argparse.Namespace) -> int:
             if len(results) > 1:
                 print(f"=== [{i}] {r.name} ===")
             print(r.text())
-    return 0
+    return _failed_calls(results)
+
+
+def _failed_calls(results: list) -> int:
+    """The exit status of ``codegrep tool``: 0 when every call was answered (``No matches found.`` is an answer),
+    else one stderr line naming the failed calls and 2, as ripgrep exits 2 on an error; stdout keeps the calls'
+    ``ERROR: ...`` text as the agent sees it.
+
+    >>> from codegrep.env.contract import ToolResult
+    >>> _failed_calls([ToolResult("grep", True, "No matches found.")])
+    0
+    """
+    failed = [(i, r) for i, r in enumerate(results) if not r.ok]
+    if not failed:
+        return 0
+    said = "; ".join(f"[{i}] {r.name}: {' '.join(r.error.split())}" for i, r in failed)
+    if len(said) > 300:
+        said = said[:300] + " ..."
+    print(f"codegrep tool: error: {len(failed)} of {len(results)} call{'s' if len(results) > 1 else ''} failed: "
+          f"{said}", file=sys.stderr)
+    return 2
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -101,7 +121,10 @@ def _bench(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("tool", help="run grep/glob/read calls on a repository exactly as the agent sees them",
                               description="CALLS: one JSON call {\"name\": \"grep\", \"arguments\": {\"pattern\": "
-                                          "\"x\"}} or a JSON list of calls run as one parallel turn.")
+                                          "\"x\"}} or a JSON list of calls run as one parallel turn. Exit status: 0 "
+                                          "when every call was answered ('No matches found.' included), 2 when a call "
+                                          "failed (its 'ERROR: ...' is printed as the agent sees it, and one line on "
+                                          "stderr names it) or an argument is bad.")
     p.add_argument("calls", metavar="CALLS", help="a JSON list of tool calls, e.g. '[{\"name\": \"grep\", \"arguments\": {\"pattern\": \"def main\"}}]'")
     p.add_argument("--repo", help="git dir (bare or not); default: the largest default-set repository")
     p.add_argument("--commit", help="commit to serve (default: HEAD, or the default-set task commit)")
