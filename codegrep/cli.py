@@ -72,6 +72,30 @@ class CliParser(argparse.ArgumentParser):
             self.chosen(parsed).error(f"unrecognized arguments: {shown}")
         return parsed
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        """A value given on the command line must not be empty (nor only spaces): ``--name ""`` and ``--out ""``
+        fell back silently to the default run name or output (``args.name or ...``), ``--artifacts ""`` became
+        ``.``. Checked here, before any ``type``, for every option and positional of every sub-command; a default
+        (``issue`` of ``retrieve``: ``""`` when no text is given) is not a value given, and is not checked.
+
+        >>> import contextlib, io
+        >>> parser = CliParser(prog="codegrep train")
+        >>> _ = parser.add_argument("--name")
+        >>> err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err):
+        ...     try:
+        ...         parser.parse_args(["--name="])
+        ...     except SystemExit:
+        ...         pass
+        >>> err.getvalue()
+        "codegrep train: error: argument --name: must not be empty, got '' (see 'codegrep train --help')\\n"
+        """
+        if action.nargs not in (argparse.PARSER, argparse.REMAINDER):  # a sub-command's values: its parser checks
+            blank = next((s for s in arg_strings if not s.strip()), None)
+            if blank is not None:
+                raise argparse.ArgumentError(action, f"must not be empty, got {blank!r}")
+        return super()._get_values(action, arg_strings)
+
     def chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
         """The deepest sub-command parser that ``parsed`` went through (this parser when none)."""
         parser: argparse.ArgumentParser = self

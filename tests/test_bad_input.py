@@ -520,7 +520,7 @@ CASES = [
          ["p.yaml", "tasks.splits.train", "'limt'"], {"p.yaml": "tasks:\n  splits:\n    train: {limt: 3}\n"}),
     # reproduce: --only that names nothing ran all six notebooks ('') or none (','); a damaged cache.json
     Case("reproduce --only ''", ["reproduce", "--profile", "ci", "--only", "", "--out", f"{T}/o"],
-         ["--only", "names no notebook"]),
+         ["--only", "must not be empty"]),
     Case("reproduce --only ,", ["reproduce", "--profile", "ci", "--only", ",", "--out", f"{T}/o"],
          ["--only", "names no notebook"]),
     Case("reproduce cache.json damaged", ["reproduce", "--profile", "ci", "--only", "01", "--out", f"{T}/o"],
@@ -529,6 +529,21 @@ CASES = [
     Case("reproduce cache.json entry not an object", ["reproduce", "--profile", "ci", "--only", "01", "--out", f"{T}/o"],
          ["o/artifacts/notebooks/cache.json", "not a notebook cache", "delete"],
          {"o/artifacts/notebooks/cache.json": '{"01_mining": 5}'}),
+    # an empty value fell back silently to the default (--name: the default run name, whose earlier run a fresh run
+    # replaces; --out: the default place); every option's refusal is checked in tests/test_cli.py
+    Case("train --name ''", ["train", "--config", "ci", "--out", f"{T}/runs", "--name", "", "--set", f"model={T}/nope"],
+         ["argument --name", "must not be empty"], {"runs/ci-advantage-lam0.1-s0/done.json": '{"seconds": 1.0}'}),
+    Case("train --out ''", ["train", "--config", "ci", "--out", "", "--set", f"model={T}/nope"],
+         ["argument --out", "must not be empty"]),
+    Case("evaluate --out ''", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile", "ci",
+                               "--out", ""], ["argument --out", "must not be empty"], {"t.jsonl": jl(GOOD)}),
+    Case("train YAML out: ''", ["train", "--config", f"{T}/c.yaml", "--set", f"model={T}/nope"],
+         ["c.yaml", "--out", "must not be empty"], {"c.yaml": re.sub(r"(?m)^out:.*$", 'out: ""', CI_TRAIN_YAML)}),
+    Case("train --set name=''", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "name=''", "--set",
+                                 f"model={T}/nope"], ["--name", "must not be empty"]),
+    Case("tool CALLS ''", ["tool", "--dir", T, ""], ["argument CALLS", "must not be empty"]),
+    Case("tool --repo '   '", ["tool", "--repo", "   ", '{"name": "grep", "arguments": {"pattern": "x"}}'],
+         ["argument --repo", "must not be empty", "'   '"]),
 ]
 
 

@@ -1,4 +1,5 @@
-"""Smoke tests of the ``codegrep`` command line: every registered (sub-)command's ``--help`` parses."""
+"""Smoke tests of the ``codegrep`` command line: every registered (sub-)command's ``--help`` parses, and no
+argument takes an empty value."""
 from __future__ import annotations
 
 import argparse
@@ -71,3 +72,44 @@ def test_set_typo_fails_with_the_key_named():
     assert done.returncode == 2, done.stderr
     assert "unknown key 'max_turnz'" in done.stderr and "did you mean 'max_turns'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _value_arguments() -> list[tuple[tuple[str, ...], str, str]]:
+    """(command path, argv word, name in the message) of every option that takes a value, and of each leaf
+    command's first positional (an empty word on the command line lands there)."""
+    parser, found = build_parser(), []
+    for path in ALL_PATHS:
+        leaf = parser
+        for name in path:
+            leaf = next(a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+        actions = [a for a in leaf._actions if a.nargs != 0 and not isinstance(a, argparse._SubParsersAction)]
+        found += [(path, a.option_strings[-1], "/".join(a.option_strings)) for a in actions if a.option_strings]
+        positionals = [a for a in actions if not a.option_strings]
+        if positionals and not any(isinstance(a, argparse._SubParsersAction) for a in leaf._actions):
+            found.append((path, "", positionals[0].metavar or positionals[0].dest))
+    return found
+
+
+VALUE_ARGUMENTS = _value_arguments()
+
+
+@pytest.mark.parametrize("path,word,name", VALUE_ARGUMENTS,
+                         ids=[" ".join((*p, w or n)) for p, w, n in VALUE_ARGUMENTS])
+def test_an_empty_value_is_refused_naming_the_argument(path: tuple[str, ...], word: str, name: str, capsys):
+    """``--name ""``, ``--out ""`` ... fell back silently to the default (``args.name or ...``) and a ``Path`` option
+    read ``""`` as ``.``: every value given on the command line, option or positional, must be non-empty."""
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([*path, *([word] if word else []), ""])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err == f"codegrep {' '.join(path)}: error: argument {name}: must not be empty, got '' " \
+                  f"(see 'codegrep {' '.join(path)} --help')\n"
+
+
+def test_the_empty_value_rule_leaves_defaults_and_dashes_alone():
+    """A positional whose default is ``""`` (``retrieve``'s issue, read from --issue-file) is not refused when left
+    out; ``--`` before a value, and a value of spaces inside text, pass."""
+    parser = build_parser()
+    assert parser.parse_args(["retrieve", "--repo", ".", "--retriever", "bm25"]).issue == ""
+    assert parser.parse_args(["retrieve", "--repo", ".", "--retriever", "bm25", "--", "-x fails"]).issue == "-x fails"
+    assert parser.parse_args(["train", "--name", " a b "]).name == " a b "

@@ -208,7 +208,14 @@ class CodeGrepArgs:
     ablation_probe_every: int = field(default=1, metadata={"help": "Steps between exact probe-KL measurements."})
 
     def __post_init__(self) -> None:
+        import dataclasses
+
         from codegrep.agent.precision import PRECISIONS
+
+        blank = [f.name for f in dataclasses.fields(self)
+                 if isinstance(getattr(self, f.name), str) and not getattr(self, f.name).strip()]
+        if blank:  # name: "" fell back to the default run name, out: "" put runs in the current directory
+            raise ValueError(f"--{blank[0]}: must not be empty (leave the setting out for its default)")
 
         if self.cpu_precision not in PRECISIONS:
             raise ValueError(f"--cpu_precision {self.cpu_precision!r}: expected one of {PRECISIONS}")
