@@ -1,6 +1,8 @@
 """Fast tests of the RL maths and plumbing (no training): rewards, efficiency layers, KL, config, rollout tokens."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -259,16 +261,18 @@ def test_paired_endpoint_rule():
     assert sign_test_p([1, 1, 1, 1, 1, 1, 1, -1]) == pytest.approx(2 * 9 / 256)
 
 
-def test_ablation_arm_with_main_run_settings_is_recognised_as_the_main_run():
+def test_ablation_arm_with_main_run_settings_is_recognised_as_the_main_run(tmp_path):
     """On ci the advantage arm of seed 0 has the main run's settings: the content key must say so (reuse),
     while another seed or layer must not."""
     from codegrep.rl import ablation as ab
     from codegrep.rl.training_run import parse_train_args, run_settings
 
+    probe = tmp_path / "p.jsonl"  # checked at load (tests/test_bad_input.py)
+    probe.write_text(json.dumps({"prompt_ids": [1], "completion_ids": [2], "env_mask": [1]}) + "\n")
     main_cg, main_grpo = parse_train_args("ci")
-    over = {**ab.design_overrides(main_cg, main_grpo), "name": "x", "out": "/tmp/x", "kl_probe_set": "p.jsonl",
-            "log_update_norm": True, "record_groups": True, "save_final_model": False, "save_strategy": "no",
-            "train_task_ids": ["a", "b"], "warm_start_dir": "/tmp/w"}
+    over = {**ab.design_overrides(main_cg, main_grpo), "name": "x", "out": str(tmp_path / "x"),
+            "kl_probe_set": str(probe), "log_update_norm": True, "record_groups": True, "save_final_model": False,
+            "save_strategy": "no", "train_task_ids": ["a", "b"], "warm_start_dir": str(tmp_path / "w")}
     same = parse_train_args("ci", {**over, "efficiency_layer": main_cg.efficiency_layer, "seed": main_grpo.seed})
     assert run_settings(*same) == run_settings(main_cg, main_grpo)
     for change in ({"seed": main_grpo.seed + 1}, {"efficiency_layer": "reward"}):

@@ -8,7 +8,6 @@ and a frozen copy of the initial (post warm start) policy, averaged over model-g
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -90,14 +89,25 @@ def full_vocab_kl(policy_logits: torch.Tensor, ref_logits: torch.Tensor, tempera
     return (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
 
 
-def read_probe_set(path: str | Path) -> list[dict[str, list[int]]]:
-    """Probe sequences from a JSONL file: ``prompt_ids``, ``completion_ids``, ``env_mask`` (1 = model token)."""
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    for i, r in enumerate(rows):
-        missing = {"prompt_ids", "completion_ids", "env_mask"} - set(r)
-        if missing or len(r["completion_ids"]) != len(r["env_mask"]):
-            raise ValueError(f"{path}:{i + 1}: probe row needs prompt_ids, completion_ids and an env_mask of the "
-                             f"same length (missing {sorted(missing)})")
+def read_probe_set(path: str | Path, what: str = "probe set") -> list[dict[str, list[int]]]:
+    """Probe sequences from a JSONL file: ``prompt_ids`` (not empty), ``completion_ids``, ``env_mask`` (1 = model
+    token, as long as ``completion_ids``), lists of integers. A missing file, a row that is not a JSON object or
+    lacks those, and a file without rows (its KL would read 0) are one line naming the file (and line); ``what``
+    names the setting that gave ``path``."""
+    from codegrep.errors import UserError
+    from codegrep.files import jsonl_objects
+
+    rows = []
+    for n, r in jsonl_objects(path, what):
+        keys = ("prompt_ids", "completion_ids", "env_mask")
+        missing = [k for k in keys if k not in r]
+        ints = all(isinstance(r.get(k), list) and all(type(v) is int for v in r[k]) for k in keys)
+        if missing or not ints or not r["prompt_ids"] or len(r["completion_ids"]) != len(r["env_mask"]):
+            raise UserError(f"{path}:{n}: probe row needs prompt_ids (not empty), completion_ids and an env_mask of "
+                            f"the same length, lists of integers (missing {missing})")
+        rows.append(r)
+    if not rows:
+        raise UserError(f"{what} {path}: no probe rows (its KL would read 0)")
     return rows
 
 

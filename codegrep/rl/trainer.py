@@ -249,6 +249,8 @@ class CodeGrepArgs:
         bad = [k for k in self.task_kinds if k not in ("real", "docstring")]
         if bad or not self.task_kinds:
             raise ValueError(f"--task_kinds {self.task_kinds!r}: expected some of ['real', 'docstring']")
+        if self.kl_probe_set and not self.kl_probe:  # was said when the trainer was built, after the warm start
+            raise ValueError("--kl_probe_set needs --kl_probe true (the probe's frozen reference)")
         if self.name and (Path(self.name).is_absolute() or ".." in Path(self.name).parts
                           or os.path.normpath(self.name) == "."):  # OUT/NAME is removed before a fresh run
             raise ValueError(f"--name {self.name!r}: a run name is a directory under --out (not '.', no '..', not "
@@ -300,9 +302,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         if self.cg.kl_probe:
             ref = self.ref_model if self.ref_model is not None else reference_builder(self)
             self.kl_probe = KLProbe(ref)
-        if self.cg.kl_probe_set:
-            if self.kl_probe is None:
-                raise ValueError("--kl_probe_set needs --kl_probe true (the probe's frozen reference)")
+        if self.cg.kl_probe_set:  # needs kl_probe (CodeGrepArgs checks it), the probe's frozen reference
+            assert self.kl_probe is not None
             self.add_callback(ExactProbeCallback(self, self.kl_probe.reference, read_probe_set(self.cg.kl_probe_set),
                                                  self.cg.kl_probe_every))
         self.add_callback(StepTimerCallback(self, update_norm=self.cg.log_update_norm

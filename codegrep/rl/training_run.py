@@ -105,11 +105,16 @@ def _yaml_settings(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _where(key: str, given: set[str], path: Path) -> str:
+    """Where a setting came from: the ``--set`` the user wrote, or the train YAML."""
+    return f"--set {key}" if key in given else f"{path}: {key}"
+
+
 def _check_ranges(cg: Any, given: set[str], path: Path) -> None:
     from codegrep.rl.trainer import CodeGrepArgs
 
     def where_(key: str) -> str:
-        return f"--set {key}" if key in given else f"{path}: {key}"
+        return _where(key, given, path)
 
     for key, value in vars(cg).items():  # declared ranges (e.g. max_turns >= 1), before any work
         check_fields(CodeGrepArgs, {key: value}, where_(key))
@@ -119,6 +124,24 @@ def _check_ranges(cg: Any, given: set[str], path: Path) -> None:
         raise ConfigError(f"{where_('sft_sources')}: a warm start needs some of {list(SOURCES)}, got "
                           f"{cg.sft_sources!r} ('format' is the mechanism study's pre-training of its tiny policy, "
                           "with warm_start: false, as in configs/train/mechanism.yaml)")
+
+
+def _check_files(cg: Any, given: set[str], path: Path) -> None:
+    """The settings that name files, checked at load: each was read only where it is used, minutes later (the
+    probe set when the trainer is built, after the warm start; recorded runs when demonstrations are built)."""
+    from codegrep.mining.run_converter import run_files
+    from codegrep.rl.kl import read_probe_set
+
+    if cg.kl_probe_set:
+        read_probe_set(cg.kl_probe_set, _where("kl_probe_set", given, path))
+    for run in cg.recorded_runs or ():
+        if not Path(run).exists():
+            raise ConfigError(f"{_where('recorded_runs', given, path)}: {run}: no such file or directory")
+        if Path(run).is_dir() and not run_files([run]):
+            raise ConfigError(f"{_where('recorded_runs', given, path)}: {run}: holds no recorded runs "
+                              "(*.traj.json, *.traj.json.gz)")
+    if cg.warm_start_dir:
+        output_dir(cg.warm_start_dir, _where("warm_start_dir", given, path))
 
 
 def _check_steps(grpo: Any, path: Path) -> None:
@@ -184,7 +207,9 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
         raise
     except ValueError as exc:  # TRL/HF refuse an unknown or ill-typed setting: name the file, keep it one line
         raise ConfigError(f"{path}: {_unknown_set(str(exc), overrides)}") from None
-    _check_ranges(cg, set(overrides or {}) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}, path)
+    given = set(overrides or {}) | {a[2:].split("=", 1)[0] for a in argv if a.startswith("--")}
+    _check_ranges(cg, given, path)
+    _check_files(cg, given, path)
     _check_steps(grpo, path)
     return TrainArgs(cg, grpo)
 
@@ -226,6 +251,7 @@ def train_arguments(cfg: dict[str, Any], overrides: dict[str, Any] | None = None
     except (TypeError, ValueError) as exc:  # an unknown or ill-typed setting: name the file, keep it one line
         raise ConfigError(f"{path}: {exc}") from None
     _check_ranges(cg, set(given), path)
+    _check_files(cg, set(given), path)
     _check_steps(grpo, path)
     return TrainArgs(cg, grpo)
 
