@@ -179,15 +179,18 @@ KERNEL_QUIET_BARS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRE
 off by its caller (``progress=False``). ``reproduce`` itself still shows one bar per notebook."""
 
 
-def _ipc_kernel_manager(socket_dir: str) -> type:
+def _ipc_kernel_manager(socket_dir: str, kernel_groups: list[int] | None = None) -> type:
     """A kernel manager whose kernel listens on IPC sockets in ``socket_dir`` (a private temporary folder).
 
     The default TCP transport is unencrypted on localhost and ipykernel warns about it on every start;
     IPC sockets are files only this user can reach, so the warning (and the open ports) go away. The
     kernel's progress bars refresh at most every ``KERNEL_PROGRESS_INTERVAL_S`` (the executed copy keeps
     a start, an end and a line per interval of each bar, not hundreds of redraws) and third-party bars
-    (``KERNEL_QUIET_BARS``) are off; an interactive JupyterLab kernel is not affected.
+    (``KERNEL_QUIET_BARS``) are off; an interactive JupyterLab kernel is not affected. Each kernel's process group
+    is appended to ``kernel_groups`` (for :func:`_stop_kernels`).
     """
+    import os
+
     from jupyter_client.manager import AsyncKernelManager
 
     class IpcKernelManager(AsyncKernelManager):
@@ -202,22 +205,91 @@ def _ipc_kernel_manager(socket_dir: str) -> type:
                 for name in KERNEL_QUIET_BARS:
                     kw["env"].setdefault(name, "1")
             await super()._async_launch_kernel(kernel_cmd, **kw)
+            pgid = getattr(self.provisioner, "pgid", None)  # the kernel leads its own session (jupyter_client)
+            if kernel_groups is not None and pgid and pgid != os.getpgrp():  # never this process's own group
+                kernel_groups.append(pgid)
 
     return IpcKernelManager
 
 
+KERNEL_STOP_GRACE_S = 5.0
+"""Seconds a Ctrl-C'd kernel's process group has after SIGTERM before SIGKILL (:func:`_stop_kernels`)."""
+
+
+def _stop_kernels(groups: list[int], done: Any, wait_s: float = 30.0) -> None:
+    """End the kernels' process groups (the kernel and what it started) without a word: SIGTERM, SIGKILL after
+    ``KERNEL_STOP_GRACE_S``; until the notebook's thread says ``done`` (a ``threading.Event``; ``wait_s`` at most).
+    A kernel that starts meanwhile is ended too. SIGINT would be the polite signal, but every Python process in the
+    group then prints its own KeyboardInterrupt traceback (what jupyter_client's shutdown sends first)."""
+    import logging
+    import os
+    import signal
+
+    log = logging.getLogger("papermill")  # nbclient's, through papermill: "Kernel died while waiting ..." is ours
+    was_disabled, log.disabled = log.disabled, True
+    try:
+        start = time.monotonic()
+        while not done.is_set() and time.monotonic() - start < wait_s:
+            late = time.monotonic() - start > KERNEL_STOP_GRACE_S
+            for pgid in groups:
+                try:
+                    os.killpg(pgid, signal.SIGKILL if late else signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            done.wait(0.2)
+    finally:
+        log.disabled = was_disabled
+
+
 def _run_one(nb_path: Path, executed: Path, params: dict[str, Any]) -> None:
+    """Execute one notebook with papermill, in a worker thread: Ctrl-C is this (main) thread's ``KeyboardInterrupt``,
+    raised after the kernel's process group was ended silently (:func:`_stop_kernels`): ``interrupted``, exit 130
+    (SIGTERM: exit 143, and the kernel's group is ended too, where it was left to notice its parent was gone).
+    Run here, Ctrl-C stopped papermill mid-cell: nbclient's clean-up shut the kernel down, which interrupts its
+    process group with SIGINT first (each Python process the cell started printed its KeyboardInterrupt traceback),
+    and the abandoned cell's error was printed at exit after ``interrupted`` (asyncio's "Task exception was never
+    retrieved": ~80 lines, the kernel's traceback)."""
+    import signal
     import tempfile
+    import threading
 
     import papermill as pm
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
+    groups: list[int] = []
+    failure: list[BaseException] = []
+    done = threading.Event()  # not Thread.join: a join that Ctrl-C interrupts marks a running thread ended (3.11)
+
+    def execute() -> None:
+        try:
+            with tempfile.TemporaryDirectory(prefix="codegrep-kernel-") as sockets:
+                pm.execute_notebook(str(nb_path), str(executed), parameters=params, kernel_name="python3",
+                                    progress_bar=True, cwd=str(nb_path.parent),
+                                    kernel_manager_class=_ipc_kernel_manager(sockets, groups))
+        except BaseException as exc:  # re-raised in the main thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    def terminated(signum: int, frame: Any) -> None:  # SIGTERM (a job's time limit): end the kernel's group too
+        raise SystemExit(128 + signum)
+
+    main = threading.current_thread() is threading.main_thread()  # signal handlers: the main thread's only
+    previous = signal.signal(signal.SIGTERM, terminated) if main else None
+    notebook = threading.Thread(target=execute, name=f"notebook-{nb_path.stem}", daemon=True)
     try:
-        with tempfile.TemporaryDirectory(prefix="codegrep-kernel-") as sockets:
-            pm.execute_notebook(str(nb_path), str(executed), parameters=params, kernel_name="python3",
-                                progress_bar=True, cwd=str(nb_path.parent),
-                                kernel_manager_class=_ipc_kernel_manager(sockets))
+        notebook.start()
+        done.wait()
+    except (KeyboardInterrupt, SystemExit):
+        _stop_kernels(groups, done)
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    try:
+        if failure:
+            raise failure[0]
     except PapermillExecutionError as exc:
         raise NotebookFailed(f"notebook {nb_path.stem} failed in cell {exc.cell_index} "
                              f"(execution count {exc.exec_count}): {exc.ename}: {exc.evalue}\n"

@@ -97,6 +97,62 @@ def test_a_killed_kernel_is_one_clear_line_and_is_not_cached(tmp_path):
     assert not cache.exists() or "01_mining" not in json.loads(cache.read_text())
 
 
+CTRL_C_DRIVER = ("import functools, sys; from pathlib import Path; from codegrep import cli, pipeline; "
+                 "pipeline.reproduce = functools.partial(pipeline.reproduce, notebooks_dir=Path(sys.argv[1])); "
+                 "sys.exit(cli.main(['reproduce', '--profile', 'ci', '--only', '01', '--out', sys.argv[2]]))")
+"""``codegrep reproduce --profile ci --only 01`` on a test notebook (the command line, its error boundary included)."""
+
+
+@pytest.mark.parametrize("signum,delay", [("SIGINT", 0.0), ("SIGINT", 0.5), ("SIGTERM", 0.0)])
+def test_ctrl_c_during_a_notebook_is_interrupted_exit_130_and_the_kernels_group_ends_silently(tmp_path, signum,
+                                                                                             delay):
+    """Ctrl-C (SIGINT to the terminal's foreground process group: ``reproduce``, not the kernel, which leads its own
+    session) while a cell runs, as a mining cell does, a Python child process. The kernel's shutdown interrupted its
+    group with SIGINT (the child printed its KeyboardInterrupt traceback) and the abandoned cell's error came after
+    ``interrupted`` (asyncio's "Task exception was never retrieved", the kernel's traceback). Now: ``interrupted``,
+    exit 130, nothing else, the child ended, not cached; SIGTERM: exit 143, silently, the child ended too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    mark = tmp_path / "child.pid"
+    _notebook(tmp_path, "import pathlib, subprocess, sys, time\n"
+                        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+                        f"pathlib.Path({str(mark)!r}).write_text(str(child.pid))\ntime.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_DRIVER, str(tmp_path / "nbs"), str(tmp_path / "run")],
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (mark.exists() and mark.read_text()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None and mark.exists(), proc.communicate()
+        time.sleep(delay)
+        os.killpg(proc.pid, getattr(signal, signum))  # SIGINT: what a terminal's Ctrl-C does
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    child = int(mark.read_text())
+    for _ in range(50):  # the child is in the kernel's group: ended with it
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the kernel's child process outlived the interrupted run")
+    assert proc.returncode == 128 + getattr(signal, signum), err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "Kernel died" not in err, err
+    if signum == "SIGINT":
+        assert err.strip().splitlines()[-1] == "interrupted", err
+    assert not out.strip()
+    cache = tmp_path / "run/artifacts/notebooks/cache.json"
+    assert not cache.exists() or "01_mining" not in json.loads(cache.read_text())
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_committed_notebook_has_no_outputs_and_one_parameters_cell(name):
     path = ROOT / "notebooks" / f"{name}.ipynb"
