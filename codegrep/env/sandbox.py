@@ -3,12 +3,15 @@
 Paths are repository-relative POSIX paths. Refused (with a message the model sees as the tool
 result): absolute paths, ``..`` escapes, NUL/newline/control characters, anything starting with
 ``-`` (could become a flag), paths into ``.git``, and symlinks that resolve outside the checkout.
-The checks are pure string functions (doctested) plus one filesystem check, :func:`resolve_inside`.
+The checks are pure string functions (doctested) plus two filesystem checks: :func:`resolve_inside` (where a
+path leads) and :func:`open_inside` (open it without following a symlink that appeared since, :class:`InsideFiles`).
 """
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
+import stat
 from pathlib import Path
 
 MAX_ARG_CHARS = 1000  # a longer path or pattern is never a sensible tool argument
@@ -113,3 +116,60 @@ def resolve_inside(root: Path, rel: str) -> Path:
     if ".git" in target.relative_to(real_root).parts:
         raise SandboxError(f"path {rel!r} resolves into .git, which the tools do not serve")
     return target
+
+
+_NO_LINK = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class InsideFiles:
+    """Opens regular files under ``root`` one path component at a time, with ``O_NOFOLLOW`` on each directory and on
+    the file: a path without symlinks (one :func:`resolve_inside` returned, or a listed file) that now has one
+    (``pkg/`` or ``pkg/a.py`` replaced by a link to ``/etc``) changed since, and is refused rather than followed out of
+    the repository. The directories opened are kept until :meth:`close` (a context manager), so the files of one grep
+    share them."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = root
+        self._dirs: dict[str, int] = {}
+
+    def _dir(self, rel: str) -> int:
+        if rel not in self._dirs:
+            parent, _, name = rel.rpartition("/")
+            self._dirs[rel] = os.open(name, _NO_LINK | os.O_DIRECTORY, dir_fd=self._dir(parent)) if rel else \
+                os.open(self.root, _NO_LINK | os.O_DIRECTORY)
+        return self._dirs[rel]
+
+    def open(self, rel: str) -> int:
+        """A read-only descriptor of the regular file ``rel``: ``FileNotFoundError`` when it is gone,
+        ``SandboxError`` when a symlink or a non-directory now stands on its path or it is not a regular file."""
+        changed = SandboxError(f"{rel} changed while the tool ran (a symlink or a non-regular file is now on its "
+                               "path); not read")
+        parent, _, name = rel.rpartition("/")
+        try:  # O_NONBLOCK: a FIFO must not block the open
+            fd = os.open(name, _NO_LINK | getattr(os, "O_NONBLOCK", 0), dir_fd=self._dir(parent))
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):  # EMLINK: FreeBSD's O_NOFOLLOW on a link
+                raise changed from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise changed
+        return fd
+
+    def close(self) -> None:
+        for fd in self._dirs.values():
+            os.close(fd)
+        self._dirs.clear()
+
+    def __enter__(self) -> "InsideFiles":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_inside(root: Path | str, rel: str) -> int:
+    """A read-only descriptor of the regular file ``root/rel`` opened without following any symlink on its path
+    (:class:`InsideFiles`)."""
+    with InsideFiles(root) as files:
+        return files.open(rel)

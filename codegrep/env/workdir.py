@@ -7,7 +7,8 @@ checkout (``snapshot=False``, the MCP server) applies its ignore files so virtua
 stay out (files git tracks stay listed though an ignore file matches them), and is re-listed when its listing is older than ``LIVE_LISTING_TTL_S`` because it changes (one
 listing serves all the lookups of one tool call, not one listing per file, and the parallel calls of a turn wait
 for one listing instead of each starting its own). An explicit path is checked with
-:func:`codegrep.env.sandbox.resolve_inside` first.
+:func:`codegrep.env.sandbox.resolve_inside` first, and ``read`` opens it with
+:func:`codegrep.env.sandbox.open_inside` (no symlink that appeared on the path since is followed).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from codegrep.env.repo_view import Listing, ToolEnvironmentBase
 from codegrep.env.config import ToolConfig
 from codegrep.env.contract import ToolError
 from codegrep.env.procs import find_rg, run_capped
-from codegrep.env.sandbox import resolve_inside
+from codegrep.env.sandbox import open_inside, resolve_inside
 
 LIVE_LISTING_TTL_S = 2.0
 """How long a live checkout's listing is reused (a tool call's per-file lookups share one listing)."""
@@ -136,9 +137,12 @@ class RepoToolEnvironment(ToolEnvironmentBase):
             raise ToolError(f"{rel} is a directory; use glob to list its files")
         if not target.is_file():
             raise ToolError(f"{rel} is not a regular file")
-        size = target.stat().st_size
-        if size > self.config.max_file_bytes:
-            raise ToolError(f"{rel} is too large to read ({size} bytes > {self.config.max_file_bytes})")
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        try:  # opened without following a symlink that appeared on the path since it was resolved
+            fd = open_inside(self.root, target.relative_to(self.root).as_posix())
+        except FileNotFoundError:
+            raise ToolError(f"{rel} does not exist in the repository") from None
         with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fd).st_size
+            if size > self.config.max_file_bytes:
+                raise ToolError(f"{rel} is too large to read ({size} bytes > {self.config.max_file_bytes})")
             return fh.read(self.config.max_file_bytes + 1)
