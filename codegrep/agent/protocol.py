@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 from codegrep.env.tools import ToolCall, ToolResult
-from codegrep.env.textops import SKIPPED_PREFIX
+from codegrep.env.textops import NOTE_PREFIXES
 
 SUBMIT = "submit"
 GREP_VIEWS = ("lines", "files")
@@ -560,7 +560,7 @@ def shape_result(call: ToolCall, result: ToolResult, view: str = "lines") -> Too
     rows = [f"{p} ({len(hits[p])} hit{'s' * (len(hits[p]) > 1)}{', def' * has_def[p]})" for p in order]
     if total > shown:
         rows.append(f"[hits counted in the first {shown} of {total} lines]")
-    rows += [line for line in result.output.splitlines() if line.startswith(SKIPPED_PREFIX)]  # files not searched
+    rows += [line for line in result.output.splitlines() if line.startswith(NOTE_PREFIXES)]  # files not searched/shown
     return ToolResult(result.name, True, "\n".join(rows), truncated=result.truncated)
 
 

@@ -17,7 +17,8 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 from codegrep.env import textops
 from codegrep.env.arguments import bool_arg, int_arg, parse_arguments
@@ -27,7 +28,8 @@ from codegrep.env.procs import find_rg, run_capped
 from codegrep.env.sandbox import SandboxError, check_glob, check_regex, clean_relative_path
 
 _ARG_CHUNK_BYTES = 256_000  # explicit paths per ripgrep invocation (far below ARG_MAX)
-_LINE = re.compile(rb"(\d+)([:-])")
+ROW_HEAD = re.compile(rb"(\d+)([:-])")
+"""The start of the part of a ripgrep row after the path: the line number and ``:`` (a hit) or ``-`` (context)."""
 
 
 class Listing:
@@ -77,6 +79,13 @@ class ToolEnvironmentBase:
     def _size(self, name: str) -> int:
         """Bytes of a listed file (``max_file_bytes`` applies to grep in both modes alike)."""
         raise NotImplementedError
+
+    @contextmanager
+    def _changes(self) -> Iterator[Callable[[bytes, list[bytes], bool], bool]]:
+        """For one grep: a function telling whether ripgrep's ``rows`` (``N:text``, ``N-text``; ``b""`` a gap) for
+        ``disk`` are not that file's lines any more (``shown``: rows that can be shown; the others only count). A
+        live checkout can change under a search; checkout-free mode's blob files never do."""
+        yield lambda disk, rows, shown: False
 
     # --- public API ------------------------------------------------------------------------------
     def run_turn(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
@@ -148,10 +157,11 @@ class ToolEnvironmentBase:
         return hits
 
     def _grep_lines(self, pattern: str, files: list[str], ignore_case: bool,
-                    context: int) -> tuple[list[str], bool, list[str]]:
+                    context: int) -> tuple[list[str], bool, list[str], list[str]]:
         """``path:line:text`` (context ``path-line-text``, groups split by ``--``) for ``files``, in order;
-        whether the raw output was cut (the cap) before all files were searched; and the names the lines start
-        with (their ``path`` is one of them: a name may hold ``:12:``, :attr:`ToolResult.files`). ``files`` are at most
+        whether the raw output was cut (the cap) before all files were searched; the names the lines start
+        with (their ``path`` is one of them: a name may hold ``:12:``, :attr:`ToolResult.files`); and the files whose
+        hits are left out because they changed under the search (:meth:`_changed`). ``files`` are at most
         ``max_file_bytes`` each (:meth:`_tool_grep` leaves the others out: ripgrep ignores --max-filesize for
         explicit paths)."""
         listing, cfg = self._listing(), self.config
@@ -193,7 +203,7 @@ class ToolEnvironmentBase:
                     if end == -1:
                         break  # the partial last line of a capped output
                     disk, rest, pos = data[pos:nul], data[nul + 1:end], end + 1
-                    if _LINE.match(rest):
+                    if ROW_HEAD.match(rest):
                         if gap and disk == last:  # a gap between two context groups of one file
                             chunks[disk].append(b"")
                         chunks.setdefault(disk, []).append(rest)
@@ -205,26 +215,31 @@ class ToolEnvironmentBase:
                 pos = end + 1
         out: list[str] = []
         shown: list[str] = []
-        for name in files:
-            lines = chunks.get(listing.disk[name])
-            if not lines:
-                continue
-            shown.append(name)
-            if out and context:
-                out.append("--")
-            for rest in lines:
-                if not rest:
-                    out.append("--")
+        left_out: list[str] = []
+        with self._changes() as changed:
+            for name in files:
+                lines = chunks.get(listing.disk[name])
+                if not lines:
                     continue
-                m = _LINE.match(rest)
-                text, cut = rest[m.end():], rest.endswith(textops.RG_CLIPPED)
-                text = text[:-len(textops.RG_CLIPPED)] if cut else text
-                text = text.decode("utf-8", "replace")
-                if cut and text.endswith("\ufffd"):  # ripgrep's byte cut split the last character
-                    text = text[:-1]
-                out.append(textops.grep_row(name, m.group(2).decode(), m.group(1).decode(), text,
-                                            self.config.max_line_chars, cut))
-        return out, capped, shown
+                if changed(listing.disk[name], lines, len(out) < cfg.max_output_lines):  # past the cap: only counted
+                    left_out.append(name)
+                    continue
+                shown.append(name)
+                if out and context:
+                    out.append("--")
+                for rest in lines:
+                    if not rest:
+                        out.append("--")
+                        continue
+                    m = ROW_HEAD.match(rest)
+                    text, cut = rest[m.end():], rest.endswith(textops.RG_CLIPPED)
+                    text = text[:-len(textops.RG_CLIPPED)] if cut else text
+                    text = text.decode("utf-8", "replace")
+                    if cut and text.endswith("\ufffd"):  # ripgrep's byte cut split the last character
+                        text = text[:-1]
+                    out.append(textops.grep_row(name, m.group(2).decode(), m.group(1).decode(), text,
+                                                self.config.max_line_chars, cut))
+        return out, capped, shown, left_out
 
     # --- the three tools -------------------------------------------------------------------------
     def _tool_grep(self, pattern=None, path=None, include=None, ignore_case=False,
@@ -244,8 +259,9 @@ class ToolEnvironmentBase:
         searched, skipped = [], []  # files over max_file_bytes are not searched; say so: not "no matches" in them
         for f in files:
             (searched if self._size(f) <= cfg.max_file_bytes else skipped).append(f)
-        lines, capped, names = self._grep_lines(pattern, searched, bool_arg(ignore_case, "ignore_case"), ctx)
-        note = textops.skipped_note(skipped, cfg.max_file_bytes, cfg.max_line_chars) if skipped else ""
+        lines, capped, names, changed = self._grep_lines(pattern, searched, bool_arg(ignore_case, "ignore_case"), ctx)
+        note = "\n".join(([textops.skipped_note(skipped, cfg.max_file_bytes, cfg.max_line_chars)] if skipped else [])
+                         + ([textops.changed_note(changed, cfg.max_line_chars)] if changed else []))
         if not lines:
             return "No matches found." + (f"\n{note}" if note else ""), False
         # when the raw output hit the capture cap, the total is unknown: say so the same way in both modes

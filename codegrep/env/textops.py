@@ -82,6 +82,19 @@ def cap_lines(lines: list[str], max_lines: int, max_bytes: int, total: int | Non
 
 
 SKIPPED_PREFIX = "[not searched (over "
+CHANGED_PREFIX = "[not shown (changed during the search"
+NOTE_PREFIXES = (SKIPPED_PREFIX, CHANGED_PREFIX)
+"""The lines a grep adds about files it was asked to search but shows no hits of (the files view keeps them)."""
+
+
+def names_note(head: str, names: list[str], max_chars: int = 400) -> str:
+    """One ``[head: a, b, c and N more]`` line naming the files a note is about.
+
+    >>> names_note("[not searched (over 10 bytes)", ["a", "b", "c", "d", "e"])
+    '[not searched (over 10 bytes): a, b, c and 2 more]'
+    """
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return clip_line(f"{head}: {shown}]", max_chars)
 
 
 def skipped_note(names: list[str], max_bytes: int, max_chars: int = 400) -> str:
@@ -90,11 +103,19 @@ def skipped_note(names: list[str], max_bytes: int, max_chars: int = 400) -> str:
 
     >>> skipped_note(["data/big.json"], 8_000_000)
     '[not searched (over 8000000 bytes): data/big.json]'
-    >>> skipped_note(["a", "b", "c", "d", "e"], 10)
-    '[not searched (over 10 bytes): a, b, c and 2 more]'
     """
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return clip_line(f"{SKIPPED_PREFIX}{max_bytes} bytes): {shown}]", max_chars)
+    return names_note(f"{SKIPPED_PREFIX}{max_bytes} bytes)", names, max_chars)
+
+
+def changed_note(names: list[str], max_chars: int = 400) -> str:
+    """The line a grep adds when the hits ripgrep printed for a file are not lines of the regular file now at its
+    path inside the repository (a live checkout changed: the file edited, or replaced by a symlink that ripgrep
+    followed out of the repository); its hits are left out.
+
+    >>> changed_note(["a.py"])
+    '[not shown (changed during the search: edited, or a symlink now on its path): a.py]'
+    """
+    return names_note(f"{CHANGED_PREFIX}: edited, or a symlink now on its path)", names, max_chars)
 
 
 def fit_bytes(lines: list[str], max_bytes: int) -> list[str]:
@@ -123,6 +144,20 @@ def is_binary(data: bytes) -> bool:
 
 RG_CLIPPED = b" [... omitted end of long line]"
 """What ripgrep's ``--max-columns-preview`` appends to a line it cut to a preview: the line's length is then unknown."""
+
+
+def rg_text(data: bytes) -> bytes:
+    r"""The bytes ripgrep searches in a file's ``data`` (its default ``--encoding=auto``): a UTF-8 byte-order mark
+    dropped, a UTF-16 file (by its byte-order mark) as UTF-8.
+
+    >>> rg_text(b"\xef\xbb\xbfx = 1\n"), rg_text(b"\xff\xfe" + "x\n".encode("utf-16-le")), rg_text(b"x")
+    (b'x = 1\n', b'x\n', b'x')
+    """
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:]
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", "replace").encode("utf-8")
+    return data
 
 
 def clip_line(line: str, max_chars: int, cut: bool = False) -> str:

@@ -7,22 +7,29 @@ checkout (``snapshot=False``, the MCP server) applies its ignore files so virtua
 stay out (files git tracks stay listed though an ignore file matches them), and is re-listed when its listing is older than ``LIVE_LISTING_TTL_S`` because it changes (one
 listing serves all the lookups of one tool call, not one listing per file, and the parallel calls of a turn wait
 for one listing instead of each starting its own). An explicit path is checked with
-:func:`codegrep.env.sandbox.resolve_inside` first, and ``read`` opens it with
-:func:`codegrep.env.sandbox.open_inside` (no symlink that appeared on the path since is followed).
+:func:`codegrep.env.sandbox.resolve_inside` first.
+
+The directory may change under the tools (a live checkout: between the listing and a grep, or a path's check and
+its read), and ripgrep follows a symlink given on its command line: so ``read`` opens its file with
+:func:`codegrep.env.sandbox.open_inside` (no symlink followed on the whole path), and grep shows a file's hits only
+when they are lines of the regular file now at its path, opened the same way (:meth:`RepoToolEnvironment._changed`);
+otherwise one line names the file and no outside content is shown.
 """
 from __future__ import annotations
 
 import os
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 from codegrep.env import textops
-from codegrep.env.repo_view import Listing, ToolEnvironmentBase
+from codegrep.env.repo_view import ROW_HEAD, Listing, ToolEnvironmentBase
 from codegrep.env.config import ToolConfig
 from codegrep.env.contract import ToolError
 from codegrep.env.procs import find_rg, run_capped
-from codegrep.env.sandbox import open_inside, resolve_inside
+from codegrep.env.sandbox import InsideFiles, SandboxError, open_inside, resolve_inside
 
 LIVE_LISTING_TTL_S = 2.0
 """How long a live checkout's listing is reused (a tool call's per-file lookups share one listing)."""
@@ -146,3 +153,35 @@ class RepoToolEnvironment(ToolEnvironmentBase):
             if size > self.config.max_file_bytes:
                 raise ToolError(f"{rel} is too large to read ({size} bytes > {self.config.max_file_bytes})")
             return fh.read(self.config.max_file_bytes + 1)
+
+    @contextmanager
+    def _changes(self) -> Iterator[Callable[[bytes, list[bytes], bool], bool]]:
+        with InsideFiles(self.root) as files:  # the files of one grep share the directories opened
+            yield lambda disk, rows, shown: self._changed(files, disk, rows, shown)
+
+    def _changed(self, files: InsideFiles, disk: bytes, rows: list[bytes], shown: bool) -> bool:
+        """Whether the rows ripgrep printed for the listed file ``disk`` are not lines of the regular file now at
+        that path, opened without following a symlink. ripgrep follows a symlink given on its command line, so a
+        listed file replaced by a link to ``/etc/passwd`` since the listing (reused for ``LIVE_LISTING_TTL_S``), or a
+        directory on its path replaced by one, was searched outside the repository; only text that is in the file
+        inside it is shown, whatever the timing. Rows past the output cap (not ``shown``, only counted) are not
+        compared: the file is only opened that way, which a broad grep's thousand files afford."""
+        try:
+            fd = files.open(os.fsdecode(disk))
+        except (OSError, SandboxError):
+            return True
+        if not shown:
+            os.close(fd)
+            return False
+        wanted = []  # (line number, text) of each row; b"" is a gap between context groups
+        for row in filter(None, rows):
+            head = ROW_HEAD.match(row)
+            wanted.append((int(head.group(1)), row[head.end():]))
+        with os.fdopen(fd, "rb") as fh:  # split only as far as the last line asked for
+            lines = textops.rg_text(fh.read(self.config.max_file_bytes + 1)).split(b"\n", max(n for n, _ in wanted))
+        for n, text in wanted:
+            line = lines[n - 1] if 0 < n <= len(lines) else None
+            cut = text.endswith(textops.RG_CLIPPED)
+            if line is None or not (line.startswith(text[:-len(textops.RG_CLIPPED)]) if cut else line == text):
+                return True
+        return False
