@@ -363,7 +363,7 @@ def test_a_submit_may_copy_listed_names_with_spaces_brackets_or_parentheses(tmp_
     with RepoToolEnvironment(tmp_path) as env:
         observation = apply_turn(calls, 1, config, env.run_turn).observation
     prompt = "Issue:\ncartTotal is wrong\n\nTurn 1 of 3." + calls + "\n" + observation
-    assert "my notes/cart total.ts (1 hit)" in observation and "\napp/(shop)/[id].tsx\n" in observation
+    assert "my notes/cart total.ts (1 hit, def)" in observation and "\napp/(shop)/[id].tsx\n" in observation
     assert sorted(shown_files(prompt)) == sorted(n for n in names if n != "bin/run"), observation  # a glob line
     # is a path when it has an extension, as before
 

@@ -163,7 +163,7 @@ def test_heuristic_reads_grep_hits_of_a_file_named_with_colons(cache, tmp_path):
     assert parse_hits(grep)[0] == {"api/handlers.go": ["var r = ValidateSessionToken(x)"],
                                    "v:12:core.go": ["func ValidateSessionToken(t string) error {"]}
     assert shape_result(ToolCall("grep", {"pattern": "ValidateSessionToken"}), grep, "files").output == \
-        "api/handlers.go (1 hit)\nv:12:core.go (1 hit)"
+        "v:12:core.go (1 hit, def)\napi/handlers.go (1 hit)"
 
 
 @pytest.mark.parametrize("gold", ["src/components/CartTotal.vue", "lib/cart_total.dart", "src/cart-total.mjs",

@@ -51,7 +51,8 @@ class AgentConfig:
     """Submitted files beyond this rank are dropped."""
     grep_view: str = "lines"
     """How a grep result is shown: ``lines`` (the paper's ``path:line:text``, path order) or ``files`` (one line per
-    file, ``path (N hits, def)``: files with a ``def``/``class`` hit first, then source before tests, then by hits;
+    file, ``path (N hits, def)``: files with a ``def``/``class`` hit first (where none of the grep's source files is
+    Python, also the definitions of their languages), then source before tests, then by hits;
     a change from the paper's tool, made so a small model can choose by copying the first file)."""
     rank_files: int = 0
     """When > 0, the observation of a turn with grep/glob calls opens with the top ``rank_files`` files of one
@@ -506,22 +507,22 @@ def apply_turn(output: str, number: int, config: AgentConfig,
 REPEAT_ERROR = "a call repeated an earlier call of this turn: the turn ended there (it and what followed were not run)"
 
 
-_DEF_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
+def _defines(pattern: str, line: str, path: str = "") -> bool:
+    """Whether a hit line defines a name the grep pattern matches (a name of
+    :func:`~codegrep.retrievers.heuristic.defined_names`: a ``def``/``class`` line; with ``path``, in a file of
+    another language, its definition keywords too).
 
-
-def _defines(pattern: str, line: str) -> bool:
-    """Whether a hit line is a ``def``/``class`` line whose name the pattern matches.
-
-    >>> _defines(r"\\bfoo", "def foo_bar(x):"), _defines("foo", "def bar(foo):")
-    (True, False)
+    >>> _defines(r"\\bfoo", "def foo_bar(x):"), _defines("foo", "def bar(foo):"), _defines("tot", "fn total()", "a.rs")
+    (True, False, True)
     """
-    m = _DEF_LINE.match(line)
-    if not m:
-        return False
+    from codegrep.retrievers.heuristic import defined_names
+
     try:
-        return re.search(pattern, m.group(1)) is not None
+        return any(re.search(pattern, name) for name in defined_names(line, path))
     except re.error:
         return False
+
+
 _RANKED = "Files ranked by this turn's searches: "
 _FILE_ROW = re.compile(r"^(\S+) \(\d+ hits?")
 _HIT_LINE = re.compile(r"^([\w./-]+\.\w+)(?::\d+[:-]|$)")
@@ -533,8 +534,10 @@ _GLOB_LINE = re.compile(r"^(?!ERROR: )(\S(?:.*\S)?\.\w+)$")
 
 def shape_result(call: ToolCall, result: ToolResult, view: str = "lines") -> ToolResult:
     """A result as the model sees it. ``lines`` leaves it; ``files`` turns a grep's ``path:line:text`` lines into
-    one row per file (``path (N hits, def)``): files with a hit on a ``def``/``class`` line first, then source
-    before tests, then most hits, then path. Counts are of the lines the tool returned (its own cap applies).
+    one row per file (``path (N hits, def)``): files with a hit on a line that defines a name the pattern matches
+    first (:func:`_defines`: a ``def``/``class`` line; where no source file is Python, :func:`_foreign`, also the
+    definitions of their languages), then source before tests, then most hits, then path. Counts are of the lines
+    the tool returned (its own cap applies).
 
     >>> r = ToolResult("grep", True, "tests/test_a.py:1:f()\\na.py:3:x = f()\\nb.py:9:def f():\\nb.py:12:f()")
     >>> print(shape_result(ToolCall("grep", {"pattern": "f"}), r, "files").output)
@@ -555,13 +558,31 @@ def shape_result(call: ToolCall, result: ToolResult, view: str = "lines") -> Too
         return result
     shown = sum(map(len, hits.values()))
     policy = FilePolicy()
-    has_def = {p: any(_defines(call.arguments.get("pattern", ""), s) for s in lines) for p, lines in hits.items()}
+    pattern, foreign = call.arguments.get("pattern", ""), _foreign(hits, policy)
+    has_def = {p: any(_defines(pattern, s, p if foreign and policy.keeps(p) else "") for s in lines)
+               for p, lines in hits.items()}
     order = sorted(hits, key=lambda p: (not policy.keeps(p), not has_def[p], is_test_path(p), -len(hits[p]), p))
     rows = [f"{p} ({len(hits[p])} hit{'s' * (len(hits[p]) > 1)}{', def' * has_def[p]})" for p in order]
     if total > shown:
         rows.append(f"[hits counted in the first {shown} of {total} lines]")
     rows += [line for line in result.output.splitlines() if line.startswith(NOTE_PREFIXES)]  # files not searched/shown
     return ToolResult(result.name, True, "\n".join(rows), truncated=result.truncated)
+
+
+def _foreign(hits: dict[str, list[str]], policy: Any) -> bool:
+    """Whether none of a grep's source files (those ``policy`` keeps) is Python: then the files view marks the
+    definitions of their languages too. Where one is, it marks Python's alone, so a Python repository's vendored
+    JavaScript or C does not head the view (``var input`` in a jQuery copy: docs/results/grep_view_languages_27.json;
+    a grep whose capped output is mostly such a copy still finds a Python file).
+
+    >>> from codegrep.retrievers.query import FilePolicy
+    >>> policy = FilePolicy()
+    >>> _foreign({"a.go": [], "b.ts": [], "README.md": []}, policy), _foreign({"a.py": [], "x.js": [], "y.js": []}, policy)
+    (True, False)
+    """
+    from codegrep.retrievers.heuristic import PYTHON_SUFFIXES
+
+    return not any(p.endswith(PYTHON_SUFFIXES) for p in hits if policy.keeps(p))
 
 
 def call_term(call: ToolCall) -> str:

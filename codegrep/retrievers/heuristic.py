@@ -151,16 +151,39 @@ def parse_hits(result: ToolResult) -> tuple[dict[str, list[str]], int]:
     return dict(hits), total or sum(map(len, hits.values()))
 
 
-_PYTHON_SUFFIXES = (".py", ".pyi", ".pyx", ".pxd")
-_OTHER_DEFINITION = r"\b(?:func(?:\s*\([^)]*\))?|function\*?|fn|struct|interface|enum|trait|type|const|let|var)\s+"
+PYTHON_SUFFIXES = (".py", ".pyi", ".pyx", ".pxd")
+"""Files that take Python's definition rule alone (:func:`defined_names`)."""
+_DEF_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
+# Go, JS/TS, Rust, Java/C#: a keyword (Go's method receiver included), then the defined name, anywhere in the line
+# (``export function f``, ``pub fn f``, ``public class C``, ``func (r *T) F``). Zero-width, so every keyword counts.
+_OTHER_DEFINITION = re.compile(r"(?=\b(?:class|func(?:\s*\([^)]*\))?|function\*?|fn|struct|interface|enum|trait|type"
+                               r"|const|let|var)\s+(\w+))")
+
+
+def defined_names(line: str, path: str = "") -> list[str]:
+    """The names a hit line defines: a Python ``def``/``class`` that opens the line (in any file); in a file of
+    another language (``path`` given and not Python) also the name after a definition keyword of Go, JS/TS, Rust,
+    Java/C# anywhere in the line (``func``, ``func (r *T)``, ``function``, ``fn``, ``class``, ``struct``,
+    ``interface``, ``enum``, ``trait``, ``type``, ``const``/``let``/``var``). The one rule of "this line defines a
+    name" of the agent's grep view (:func:`codegrep.agent.protocol.shape_result`) and :func:`is_definition`.
+
+    >>> defined_names("    async def run(self):"), defined_names("x = 1  # def y"), defined_names("let f = 1", "a.py")
+    (['run'], [], [])
+    >>> defined_names("func (s *S) Validate(t string) error {", "s.go"), defined_names("export class Cart {", "c.ts")
+    (['Validate'], ['Cart'])
+    """
+    m = _DEF_LINE.match(line)
+    names = [m.group(1)] if m else []
+    if path and not path.endswith(PYTHON_SUFFIXES):
+        names += _OTHER_DEFINITION.findall(line)
+    return names
 
 
 def is_definition(term: str, line: str, path: str = "") -> bool:
-    """Whether a hit line defines the term rather than uses it: Python's ``def``/``class``/assignment; in a file of
-    another language (``path`` not ``.py``) also the definition keywords of Go, JS/TS, Rust, Java/C# (``func``,
-    ``func (r *T)``, ``function``, ``fn``, ``struct``, ``interface``, ``enum``, ``trait``, ``type``,
-    ``const``/``let``/``var``), so such a repository gets its definition file ahead of the files that only call the
-    name. Python files keep the Python rule alone (their docstrings say "let x be ...").
+    """Whether a hit line defines the term rather than uses it: the term is one of :func:`defined_names`, or (the
+    scoring's looser Python rule) follows ``def``/``class`` anywhere in the line or is assigned at its start. So a
+    repository of another language gets its definition file ahead of the files that only call the name; Python files
+    keep the Python rule alone (their docstrings say "let x be ...").
 
     >>> is_definition("bulk_create", "    def bulk_create(self, objs):"), is_definition("x", "y = x + 1")
     (True, False)
@@ -173,11 +196,10 @@ def is_definition(term: str, line: str, path: str = "") -> bool:
     >>> is_definition("f", "Let f be a function", "doc.py"), is_definition("f", "let f = 1", "a.py")
     (False, False)
     """
-    t = re.escape(term.rsplit(".", 1)[-1])
-    if re.search(rf"\b(?:def|class|async def)\s+{t}\b|^\s*{t}\s*[:=]", line):
-        return True
-    return bool(path) and not path.endswith(_PYTHON_SUFFIXES) and re.search(_OTHER_DEFINITION + rf"{t}\b", line) \
-        is not None
+    name = term.rsplit(".", 1)[-1]
+    t = re.escape(name)
+    return name in defined_names(line, path) or \
+        re.search(rf"\b(?:def|class|async def)\s+{t}\b|^\s*{t}\s*[:=]", line) is not None
 
 
 class HeuristicRetriever:
