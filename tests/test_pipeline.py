@@ -121,8 +121,11 @@ def test_ctrl_c_during_a_notebook_is_interrupted_exit_130_and_the_kernels_group_
     _notebook(tmp_path, "import pathlib, subprocess, sys, time\n"
                         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
                         f"pathlib.Path({str(mark)!r}).write_text(str(child.pid))\ntime.sleep(120)\n")
+    # SIGINT as a terminal's foreground job has it: a background job (CI started with '&', nohup) ignores it, and
+    # Python then leaves it ignored, so the Ctrl-C would never arrive
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C_DRIVER, str(tmp_path / "nbs"), str(tmp_path / "run")],
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not (mark.exists() and mark.read_text()) and proc.poll() is None and time.monotonic() < deadline:
