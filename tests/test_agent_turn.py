@@ -150,3 +150,29 @@ def test_ranked_line_keeps_a_file_name_with_a_comma_whole(tmp_path):
     with RepoToolEnvironment(root) as env:
         plain = apply_turn(block("grep", pattern="parse_config", path="pkg/cli.py"), 1, config, env.run_turn)
     assert plain.observation.startswith("Files ranked by this turn's searches: pkg/cli.py\n")  # plain names: as before
+
+
+def test_a_name_the_budget_cut_is_no_file_and_a_suffix_less_one_is(tmp_path):
+    """The observation's budget cuts a grep's output mid-line; the cut row's name (``pkg/zz.abcd`` of
+    ``pkg/zz.abcdefgh``) was listed, so the copy constraint offered a submit of a file that does not exist. A file
+    without a suffix (``Makefile``, ``bin/run``) was never listed, in a grep's lines or a glob's."""
+    from codegrep.agent.constraints import shown_files
+    from codegrep.agent.protocol import listed_files
+    from codegrep.env.tools import ToolCall
+
+    root = tmp_path / "repo"
+    commit_all(root, {"pkg/mod_a.py": "parse_config = 1\n", "pkg/zz.abcdefgh": "parse_config = 2\n",
+                      "Makefile": "parse_config:\n\techo\n", "bin/run": "parse_config\n"})
+    config = AgentConfig(max_turns=3, grep_view="lines", max_call_tokens=None)
+    with RepoToolEnvironment(root) as env:
+        whole = env.run_turn([ToolCall("grep", {"pattern": "parse_config"})])[0].text()
+        start = whole.index("pkg/zz.abcdefgh") + len("pkg/zz.a")
+        cut_at = next(n for n in range(start, start + 4) if n % 4 == 0)  # inside the suffix: a dotted name is left
+        tight = AgentConfig(**{**config.to_dict(), "max_observation_tokens": cut_at // 4})
+        out = apply_turn(block("grep", pattern="parse_config"), 1, tight, env.run_turn)
+        globbed = apply_turn(block("glob", pattern="**/*"), 1, config, env.run_turn)
+    assert whole[:cut_at] + "\n[..." in out.observation  # the budget did cut the name
+    files = listed_files(out.observation)
+    assert files == ["Makefile", "bin/run", "pkg/mod_a.py"]
+    assert shown_files("Issue:\nx\n\nTurn 1 of 3." + out.observation) == files
+    assert listed_files(globbed.observation) == ["Makefile", "bin/run", "pkg/mod_a.py", "pkg/zz.abcdefgh"]

@@ -529,7 +529,11 @@ _HIT_LINE = re.compile(r"^([\w./-]+\.\w+)(?::\d+[:-]|$)")
 # Inside a grep or glob response: a row or a listed path whose name has characters beyond [\w./-] (a space,
 # Next.js' `[id].tsx` or `(group)/`, `@scope/`); names of only those characters match the two rules above alike.
 _SPACED_ROW = re.compile(r"^(\S.*?) \(\d+ hits?(?:, def)?\)$")
-_GLOB_LINE = re.compile(r"^(?!ERROR: )(\S(?:.*\S)?\.\w+)$")
+# a glob response's path, suffix-less ones too (``Makefile``, ``bin/run``), not its notes (``[... truncated``)
+_ANY_PATH = re.compile(r"^(?!ERROR: |No files matched\.$|\[)(\S(?:.*\S)?)$")
+_ENDED_HIT = re.compile(r"^([\w./-]+\.\w+):\d+[:-]")  # a hit row: the name ended (the line may be cut after it)
+_ANY_HIT = re.compile(r"^([^\s\[:][^:]*):\d+:")  # inside a grep response: any name before :N:, suffix-less too
+_CLIP_NOTE = re.compile(r"^\[\.\.\. \d+ more characters truncated\]$")  # _clip's note: the line above was cut
 
 
 def shape_result(call: ToolCall, result: ToolResult, view: str = "lines") -> ToolResult:
@@ -663,14 +667,22 @@ def ranked_lines(observation: str) -> list[list[str]]:
 def listed_files(observation: str) -> list[str]:
     """Files an observation shows, in order of first appearance (``files`` rows, ``path:line:`` hits, glob lines).
 
+    Inside a grep or glob response a name without a suffix counts (``Makefile``, ``bin/run``). A name on the line
+    the observation's budget cut (the line before :func:`_clip`'s note) counts only where its row shows the name
+    ended (``path:N:``, ``path (N hits``): ``sympy/core/basic.p`` cut from ``basic.py`` is no file.
+
     >>> listed_files("<tool_response>\\ngrep pattern=\\"f\\"\\nb.py (2 hits, def)\\na.py (1 hit)\\n</tool_response>")
     ['b.py', 'a.py']
-    >>> listed_files("<tool_response>\\nglob pattern=\\"*\\"\\napp/(shop)/[id].tsx\\nmy notes.md\\n</tool_response>")
-    ['app/(shop)/[id].tsx', 'my notes.md']
+    >>> listed_files("<tool_response>\\nglob pattern=\\"*\\"\\napp/(shop)/[id].tsx\\nmy notes.md\\nbin/run\\n</tool_response>")
+    ['app/(shop)/[id].tsx', 'my notes.md', 'bin/run']
+    >>> listed_files("<tool_response>\\ngrep pattern=\\"f\\"\\nMakefile:3:f\\na.py (1 hit)\\nb/c.p\\n"
+    ...              "[... 9 more characters truncated]\\n</tool_response>")
+    ['Makefile', 'a.py']
     """
     out: dict[str, None] = {}
     tool = None
-    for line in observation.splitlines():
+    lines = observation.splitlines()
+    for i, line in enumerate(lines):
         if line.startswith(_RANKED):
             out.update(dict.fromkeys(ranked_lines(line)[0]))
             continue
@@ -680,8 +692,11 @@ def listed_files(observation: str) -> list[str]:
         if tool is None and line.startswith(("grep ", "glob ")):  # the call's header line
             tool = line[:4]
             continue
-        m = _FILE_ROW.match(line) or _HIT_LINE.match(line) or \
-            (tool == "grep" and _SPACED_ROW.match(line)) or (tool == "glob" and _GLOB_LINE.match(line))
+        cut = i + 1 < len(lines) and _CLIP_NOTE.match(lines[i + 1]) is not None
+        m = _FILE_ROW.match(line) or _ENDED_HIT.match(line) or \
+            (tool == "grep" and (_SPACED_ROW.match(line) or _ANY_HIT.match(line)))
+        if not m and not cut:
+            m = _HIT_LINE.match(line) or (tool == "glob" and _ANY_PATH.match(line))
         if m:
             out.setdefault(m.group(1), None)
     return list(out)
