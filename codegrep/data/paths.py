@@ -6,21 +6,32 @@ The default set's earlier rule (a ``tests``/``test``/``testing`` folder, or a na
 were unified, issue 26: 0 files differ, 405 tasks before and after, the same ones)."""
 from __future__ import annotations
 
-TEST_DIRS = frozenset({"test", "tests", "testing", "unittests"})
-"""Folder names whose files are tests, wherever they sit in the path."""
+TEST_DIRS = frozenset({"test", "tests", "testing", "unittests", "__tests__", "spec", "specs"})
+"""Folder names whose files are tests, wherever they sit in the path (``__tests__``: Jest; ``spec``: RSpec, Jasmine)."""
+
+_CLASS_TEST_SUFFIXES = (".java", ".kt", ".scala", ".cs", ".php", ".swift")
+"""Languages whose test files are classes named ``FooTest``/``FooTests`` (JUnit, NUnit/xUnit, PHPUnit, XCTest)."""
 
 
 def is_test_path(path: str) -> bool:
-    """Test files by the conventions of pytest, unittest, Go, JS and Java.
+    """Test files by the conventions of pytest, unittest, Django, Go, JS, Ruby, Java, C#, PHP and Swift.
 
     >>> [is_test_path(p) for p in ("pkg/tests/x.py", "test_a.py", "a_test.go", "pkg/core.py", "conftest.py")]
     [True, True, True, False, True]
     >>> [is_test_path(p) for p in ("src/app.spec.ts", "src/TestFoo.java", "pkg/testing/util.py", "pkg/contest.py")]
     [True, True, True, False]
+    >>> [is_test_path(p) for p in ("src/__tests__/cart.js", "lib/cart_spec.rb", "spec/models/user.rb", "shop/tests.py")]
+    [True, True, True, True]
+    >>> [is_test_path(p) for p in ("src/CartTest.java", "Shop/CartTests.cs", "src/Latest.java", "pkg/_spec.py")]
+    [True, True, False, False]
+    >>> [is_test_path(p) for p in ("pkg/commands/test.py", "tools/generate_tests.py")]  # a CLI's `test` command
+    [False, False]
     """
     parts = path.split("/")
     name = parts[-1]
     stem = name.rsplit(".", 1)[0]
     return (any(p in TEST_DIRS for p in parts[:-1]) or stem.startswith("test_") or stem.endswith("_test")
-            or stem.endswith(".test") or stem.endswith(".spec") or name == "conftest.py"
-            or (stem.startswith("Test") and name.endswith(".java")))
+            or stem.endswith(".test") or stem.endswith(".spec") or name in ("conftest.py", "tests.py")
+            or (stem.endswith("_spec") and not name.endswith(".py"))
+            or (stem.startswith("Test") and name.endswith(".java"))
+            or (name.endswith(_CLASS_TEST_SUFFIXES) and stem.endswith(("Test", "Tests"))))

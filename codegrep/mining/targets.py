@@ -1,7 +1,10 @@
 """Which changed files are supervision (``target_files``) and which are what agents leave behind.
 
 Rules (documented in docs/mining.md):
-  * test      - a path component ``tests``/``test``/``testing``, or ``test_*.py``, ``*_test.py``, ``conftest.py``;
+  * test      - a test folder of the project's one rule (``codegrep.data.paths.TEST_DIRS``: ``tests``, ``test``,
+                ``testing``, ``__tests__``, ``spec`` ...), or ``test_*.py``, ``*_test(s).py``, ``test(s).py``,
+                ``conftest.py`` (a file a run wrote: wider than the rule for repository files), or a source file
+                that rule calls a test (``*_test.go``, ``*.spec.ts``, ``FooTest.java`` ...);
   * build/CI  - packaging and CI config (``setup.py``, ``pyproject.toml``, ``tox.ini``, ``.github/`` ...);
   * artifact  - editor/patch leftovers and data files (``.orig``, ``.rej``, ``.bak``, ``.log``, ``*_new`` ...);
   * scratch   - a file new in the patch (or created by the agent) whose name or directory says reproduction
@@ -14,10 +17,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-from codegrep.data.paths import is_test_path
+from codegrep.data.paths import TEST_DIRS, is_test_path
 from codegrep.data.tasks import patch_changes
 
-_TEST_DIRS = {"tests", "test", "testing", "__tests__", "spec", "specs"}
 _TEST_FILE = re.compile(r"^(test_.*\.py|.*_tests?\.py|tests?\.py|conftest\.py)$")
 _BUILD_FILES = {"setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "noxfile.py", "makefile", "manifest.in",
                 "pytest.ini", ".coveragerc", ".gitignore", ".gitattributes", "environment.yml", "environment.yaml",
@@ -46,9 +48,11 @@ def is_test(path: str) -> bool:
     (True, True, True, False)
     >>> is_test("auth/token_test.go"), is_test("src/cart.spec.ts"), is_test("src/cart.test.js"), is_test("auth/token.go")
     (True, True, True, False)
+    >>> is_test("spec/models/user_spec.rb"), is_test("src/__tests__/cart.js"), is_test("Shop/CartTests.cs")
+    (True, True, True)
     """
     parts = path.split("/")
-    return any(p in _TEST_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1])) \
+    return any(p in TEST_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1])) \
         or bool(_SOURCE.search(parts[-1]) and is_test_path(path))
 
 
