@@ -80,7 +80,7 @@ def test_observations_are_truncated_to_the_budget(env):
     ep = run_episode("issue", env, ScriptedPolicy([block("read", path="README.md", end_line=400), ""]),
                      AgentConfig(max_observation_tokens=50))
     observation = ep.messages[3]["content"]
-    assert "more characters truncated" in observation and len(observation) < 50 * 4 + 200
+    assert "more lines truncated" in observation and len(observation) < 50 * 4 + 200  # cut after a whole line
     assert ep.turns[0].calls[0]["ok"]
 
 

@@ -153,9 +153,10 @@ def test_ranked_line_keeps_a_file_name_with_a_comma_whole(tmp_path):
 
 
 def test_a_name_the_budget_cut_is_no_file_and_a_suffix_less_one_is(tmp_path):
-    """The observation's budget cuts a grep's output mid-line; the cut row's name (``pkg/zz.abcd`` of
-    ``pkg/zz.abcdefgh``) was listed, so the copy constraint offered a submit of a file that does not exist. A file
-    without a suffix (``Makefile``, ``bin/run``) was never listed, in a grep's lines or a glob's."""
+    """The observation's budget cut a grep's output mid-line; the cut row's name (``pkg/zz.abcd`` of
+    ``pkg/zz.abcdefgh``) was listed, so the copy constraint offered a submit of a file that does not exist. The cut
+    now falls after the last whole row (``_clip``), so the row is not shown at all. A file without a suffix
+    (``Makefile``, ``bin/run``) was never listed, in a grep's lines or a glob's."""
     from codegrep.agent.constraints import shown_files
     from codegrep.agent.protocol import listed_files
     from codegrep.env.tools import ToolCall
@@ -171,7 +172,8 @@ def test_a_name_the_budget_cut_is_no_file_and_a_suffix_less_one_is(tmp_path):
         tight = AgentConfig(**{**config.to_dict(), "max_observation_tokens": cut_at // 4})
         out = apply_turn(block("grep", pattern="parse_config"), 1, tight, env.run_turn)
         globbed = apply_turn(block("glob", pattern="**/*"), 1, config, env.run_turn)
-    assert whole[:cut_at] + "\n[..." in out.observation  # the budget did cut the name
+    assert whole[:cut_at] not in out.observation and "pkg/zz" not in out.observation  # the budget cut that row...
+    assert "more lines truncated]" in out.observation  # ...before it, not inside it
     files = listed_files(out.observation)
     assert files == ["Makefile", "bin/run", "pkg/mod_a.py"]
     assert shown_files("Issue:\nx\n\nTurn 1 of 3." + out.observation) == files

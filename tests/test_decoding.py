@@ -356,7 +356,7 @@ def test_a_submit_may_copy_listed_names_with_spaces_brackets_or_parentheses(tmp_
     names = ["app/(shop)/[id].tsx", "my notes/cart total.ts", "@scope/pkg/index.ts", "src/cart.ts", "bin/run"]
     for rel in names:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text("#!/bin/sh\n" if rel == "bin/run" else "export const cartTotal = 1;\n")
+        (tmp_path / rel).write_text("#!/bin/sh\n" if rel == "bin/run" else "export const cartTotal = () => 1;\n")
     calls = ('<tool_call>{"name": "grep", "arguments": {"pattern": "cartTotal"}}</tool_call>'
              '<tool_call>{"name": "glob", "arguments": {"pattern": "**/*"}}</tool_call>')
     config = AgentConfig(max_turns=3, grep_view="files", rank_files=0)

@@ -95,6 +95,24 @@ def test_unknown_input_and_offline_hub_id(tmp_path, monkeypatch):
         list(mine(["nebius/SWE-agent-trajectories"]))
 
 
+def test_a_run_without_its_issue_text_gives_no_demonstration(tmp_path, capsys):
+    """A run whose messages are missing (a dataset that dropped them, a run that crashed before its first call) has
+    no issue text; its diff and verdict still make its record useful, but a demonstration of it was an episode whose
+    issue is empty ("Issue:\\n\\n") that submits the fix's files: a warm start would learn to answer nothing."""
+    f = "pkg/a.py"
+    patch = f"diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n"
+    traj = {"trajectory_format": "mini-swe-agent-1", "instance_id": "acme__pkg-1", "info": {"submission": patch},
+            "messages": []}
+    (tmp_path / "acme__pkg-1.traj.json").write_text(json.dumps(traj))
+    (tmp_path / "acme__pkg-1.report.json").write_text(json.dumps({"acme__pkg-1": {"resolved": True}}))
+    out, demos = tmp_path / "r.jsonl", tmp_path / "d.jsonl"
+    assert main(["mine", str(tmp_path / "acme__pkg-1.traj.json"), "--out", str(out), "--demonstrations",
+                 str(demos)]) == 0
+    stats = _last_json(capsys)
+    assert stats["records"] == 1 and stats["useful"] == 1 and stats["demonstrations"] == 0
+    assert demos.read_text() == ""
+
+
 def test_test_files_of_a_go_and_typescript_run_are_not_targets(tmp_path):
     """A run on a repository other than the shipped Python five: ``*_test.go`` and ``*.spec.ts`` in its diff are
     tests (excluded), as the project's one test rule says, ``go.mod`` and ``package.json`` build configuration
@@ -113,6 +131,26 @@ def test_test_files_of_a_go_and_typescript_run_are_not_targets(tmp_path):
     assert rec.repo == "acme/gosvc" and rec.patch_files == files
     assert rec.target_files == ["auth/token.go"]
     assert rec.excluded_files == {**{f: "test" for f in files[1:4]}, "go.mod": "build", "package.json": "build"}
+
+
+def test_test_data_and_nested_manifests_of_other_languages_are_not_targets(tmp_path):
+    """Go's ``testdata/`` golden files and Jest's ``__snapshots__/`` are test material, and a monorepo's or a Rust
+    workspace's manifests (``packages/ui/package.json``, ``crates/core/Cargo.toml``, a Go submodule's ``go.mod``)
+    are build configuration as the top-level ones are: they were mined as target files of the fix."""
+    files = ["internal/parse/dates.go", "internal/parse/testdata/dates.golden",
+             "web/src/__snapshots__/Cart.test.tsx.snap", "packages/ui/package.json", "crates/core/Cargo.toml",
+             "tools/gen/go.mod"]
+    patch = "".join(f"diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n" for f in files)
+    traj = {"trajectory_format": "mini-swe-agent-1", "instance_id": "acme__gosvc-8", "info": {"submission": patch},
+            "messages": [{"role": "user", "content": "<pr_description>dates parse wrong</pr_description>"},
+                         {"role": "assistant", "content": "```bash\ncat internal/parse/dates.go\n```"},
+                         {"role": "assistant", "content": "```bash\nsed -i 's/a/b/' internal/parse/dates.go\n```"}]}
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "acme__gosvc-8.traj.json").write_text(json.dumps(traj))
+    (tmp_path / "t" / "acme__gosvc-8.report.json").write_text(json.dumps({"acme__gosvc-8": {"resolved": True}}))
+    (rec,) = mine([tmp_path / "t"])
+    assert rec.target_files == ["internal/parse/dates.go"]
+    assert rec.excluded_files == {**{f: "test" for f in files[1:3]}, **{f: "build" for f in files[3:]}}
 
 
 def test_repos_without_the_runs_repository_is_counted_not_silent(tmp_path):

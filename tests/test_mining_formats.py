@@ -113,6 +113,19 @@ def test_xargs_sed_flag_clusters_and_less(command, expected):
     assert [(e.kind, e.path) for e in parse_shell(command)] == expected
 
 
+@pytest.mark.parametrize("command, expected", [
+    # the command after a reserved word is an ordinary command: it was read as a program named then/do/{/!
+    ("if grep -q old pkg/a.py; then sed -i 's/old/new/' pkg/a.py; fi", [("search", "pkg/a.py"), ("edit", "pkg/a.py")]),
+    ("for f in 1 2; do cat pkg/a.py; done", [("view", "pkg/a.py")]),
+    ("{ cat pkg/a.py; cat pkg/b.py; } | head -n 5", [("view", "pkg/a.py"), ("view", "pkg/b.py")]),
+    ("! grep -q x pkg/a.py || echo ok", [("search", "pkg/a.py")]),
+    ("if [ -f x ]; then :; else cat > pkg/c.py <<'EOF'\nx = 1\nEOF\nfi", [("run", None), ("run", None),
+                                                                            ("create", "pkg/c.py")]),
+])
+def test_commands_inside_compound_commands(command, expected):
+    assert [(e.kind, e.path) for e in parse_shell(command)] == expected
+
+
 def test_unbalanced_quote_does_not_raise():
     assert [e.kind for e in parse_shell("grep -n 'unterminated pkg/a.py")] == ["search"]
 
@@ -393,6 +406,30 @@ def test_openhands_editor_actions_read_paths_against_the_streams_checkout():
                                                   ("view", "/tmp/notes.py"), ("view", "pkg/b.py")]
 
 
+def test_openhands_stream_of_a_repository_mounted_at_workspace_keeps_its_folders():
+    """OpenHands' default layout for a user's own project mounts the repository at ``/workspace`` itself (no
+    ``<uploaded_files>``, no ``/workspace/<owner>__<repo>`` folder): ``/workspace/src/dateparse/core.py`` lost its first
+    folder (``dateparse/core.py``, read as the sandbox prefix ``/workspace/<repo>/``), so the diff's ``src/...`` looked
+    like another run's and was replaced by the (wrong) paths of the actions. The diff's files place the checkout."""
+    root, f = "/workspace", "src/dateparse/core.py"
+    history = [{"id": 0, "source": "user", "action": "message", "args": {"content": "Fix the date parser"}},
+               {"id": 1, "source": "agent", "action": "read", "args": {"path": f"{root}/{f}", "start": 0, "end": -1}},
+               {"id": 2, "source": "agent", "action": "run", "args": {"command": f"grep -rn parse_date {root}/src"}},
+               {"id": 3, "source": "agent", "action": "edit", "args": {"path": f"{root}/{f}", "command": "str_replace"}},
+               {"id": 4, "source": "agent", "action": "run", "args": {"command": f"cd {root} && cat tests/test_core.py"}}]
+    patch = f"diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n"
+    rec = supervision_record(parse_row({"instance_id": "acme__dateparse-1", "history": history, "resolved": True,
+                                        "test_result": {"git_patch": patch}}))
+    assert rec.patch_source == "patch" and rec.target_files == [f]
+    assert rec.viewed_files == [f, "tests/test_core.py"] and rec.edited_files == [f]
+    # the layout with a folder per repository is read as before
+    nested = json.loads(json.dumps(history).replace('"/workspace/', '"/workspace/dateparse/').replace(
+        "/workspace/src", "/workspace/dateparse/src").replace("cd /workspace &&", "cd /workspace/dateparse &&"))
+    rec = supervision_record(parse_row({"instance_id": "acme__dateparse-1", "history": nested, "resolved": True,
+                                        "test_result": {"git_patch": patch}}))
+    assert rec.patch_source == "patch" and rec.target_files == [f] and rec.viewed_files == [f, "tests/test_core.py"]
+
+
 _FIX_SCRIPT = ("cat <<'EOF' > fix_http.py\nfile_path = 'bottle/http.py'\nwith open(file_path) as f:\n    s = f.read()\n"
                "with open(file_path, 'w') as f:\n    f.write(s.replace('a', 'b'))\nEOF")
 
@@ -412,6 +449,16 @@ def test_edits_made_by_scripts_and_patches_are_edits():
     assert rec.edited_files == ["fix_http.py", "bottle/http.py", "bottle/route.py", "bottle/app.py", "bottle/a.py",
                                 "bottle/b.py", "bottle/c.py"]
     assert rec.context_files == ["bottle/util.py"]  # read before the script's edit; bottle/route.py after it
+
+
+def test_git_apply_of_standard_input_is_an_edit():
+    """``git apply -`` reads the patch from standard input (a heredoc) as ``git apply`` without a file does: the
+    ``-`` was read as a file the run had not written, so the edit was lost and later views counted as context."""
+    rec = supervision_record(parse_row(_mini_run([
+        "cat bottle/util.py",
+        "git apply - <<'EOF'\ndiff --git a/bottle/a.py b/bottle/a.py\n--- a/bottle/a.py\n+++ b/bottle/a.py\n@@ -1 +1 @@\nEOF",
+        "cat bottle/route.py"], _diff("bottle/a.py"))))
+    assert rec.edited_files == ["bottle/a.py"] and rec.context_files == ["bottle/util.py"]
 
 
 @pytest.mark.parametrize("commands", [

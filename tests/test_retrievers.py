@@ -500,7 +500,8 @@ def test_issue_path_patterns_find_what_the_quadratic_patterns_found():
     lookbehind = r"(?<![\w./\\-])"
     assert query._PATH.pattern.startswith(lookbehind)
     old_query = re.compile(query._PATH.pattern[len(lookbehind):])  # the same suffixes, unanchored
-    old_heuristic = re.compile(r"\b[\w./-]+\.(?:py|pyx|pyi|js|ts|java|go|rs|c|h|cpp|rb|cfg|toml|yaml|yml|json|md|rst)\b")
+    old_heuristic = re.compile(r"\b[\w./-]+\.(?:" + "|".join(sorted((s[1:] for s in heuristic.ISSUE_PATH_SUFFIXES), key=len, reverse=True))
+                               + r")\b")  # the same suffixes, unanchored
     texts = []
     for name in ("swebench_verified.jsonl.gz", "swebench_lite.jsonl.gz"):
         with gzip.open(project_root() / "data" / "swebench" / name, "rt") as fh:
@@ -512,3 +513,108 @@ def test_issue_path_patterns_find_what_the_quadratic_patterns_found():
     for text in texts:
         assert query._PATH.findall(text) == old_query.findall(text), text
         assert heuristic._PATH.findall(text) == old_heuristic.findall(text), text
+
+
+@pytest.mark.parametrize("sub", ["", "web"])
+@pytest.mark.parametrize("name", ["bm25", "random"])
+def test_a_live_tree_build_output_the_ignore_files_hide_is_not_ranked(name, sub, cache, tmp_path):
+    """A live TypeScript checkout after ``npm run build``: the git-ignored ``distribution/`` copies of every source
+    file (``.js``, ``.d.ts``) and a ``coverage/`` report were indexed, so bm25 (and dense, random) ranked compiled
+    copies beside or above the source, while grep-heuristic's tools (ripgrep) hid them. A tracked file the ignore
+    files match stays; so does a run from a subfolder (``--repo web``)."""
+    repo = tmp_path / "shop"
+    root = f"{sub}/" if sub else ""
+    commit_all(repo, {f"{root}.gitignore": "distribution/\ncoverage\n",
+                      f"{root}source/merge.ts": "export const mergeHeaders = (a, b) => a;\n",
+                      f"{root}coverage/keep.ts": "export const mergeHeadersKept = 1;\n"}, force=True)
+    for rel in ("distribution/source/merge.js", "distribution/source/merge.d.ts", "coverage/lcov/merge.ts"):
+        (repo / root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / root / rel).write_text("export const mergeHeaders = (a, b) => a; // mergeHeaders mergeHeaders\n")
+    task = Task("local__shop-1", "local/shop", "", "mergeHeaders drops the second headers")
+    files = make_retriever(name).retrieve(task, repo / sub).files
+    assert sorted(files) == ["coverage/keep.ts", "source/merge.ts"], files
+
+
+@pytest.mark.parametrize("name", ["bm25", "grep-heuristic"])
+def test_a_go_package_named_doc_is_source_not_documentation(name, cache, tmp_path):
+    """spf13/cobra's man-page generator lives in the Go package ``doc/`` (``doc/man_docs.go``): the default
+    ``exclude_dirs: [doc, docs]`` left every file of it out, so no retriever could return it however plainly the
+    issue named ``GenManTree``. A documentation tree's own files (``docs/conf.py``) stay out."""
+    repo = tmp_path / "cobra"
+    commit_all(repo, {"command.go": "package cobra\n\nfunc (c *Command) Execute() error { return nil }\n",
+                      "doc/man_docs.go": "package doc\n\n// GenManTree writes a man page for each command.\n"
+                                         "func GenManTree(cmd *cobra.Command, header *GenManHeader) error {\n"
+                                         "\treturn nil\n}\n",
+                      "docs/conf.py": "def GenManTree():\n    pass\n"})
+    task = Task("local__cobra-1", "local/cobra", "", "GenManTree ignores header.Section when the title is empty",
+                gold_files=["doc/man_docs.go"])
+    files = make_retriever(name).retrieve(task, repo).files
+    assert files[0] == "doc/man_docs.go" and "docs/conf.py" not in files, files
+
+
+@pytest.mark.parametrize("defining, text", [
+    ("cmd/command.go", "package cmd\n\nfunc (c *Command) MarkFlagsExclusive(names ...string) {\n}\n"),
+    ("cmd/types.go", "package cmd\n\ntype MarkFlagsExclusive struct {\n\tnames []string\n}\n"),
+    ("web/flags.ts", "export const MarkFlagsExclusive = (names: string[]) => names;\n"),
+    ("app/Flags.kt", "fun MarkFlagsExclusive(names: List<String>) = names\n"),
+    ("src/Flags.java", "public final class Flags {\n    public static void MarkFlagsExclusive(String n) {}\n}\n"),
+])
+def test_bm25_definition_boost_knows_go_methods_and_types_and_arrow_functions(defining, text, cache, tmp_path):
+    """bm25's definition boost read only ``def``/``class``/``func NAME``: a Go method (``func (c *Command) Name``), a
+    Go ``type Name struct``, a TS arrow function, a Kotlin ``fun``, a Java method defined nothing, so a file that
+    only called the name outranked the one defining it (spf13/cobra: 151 method and type names asked as
+    "`Name` returns the wrong result", Acc@1 0.795 -> 0.967)."""
+    repo = tmp_path / "svc"
+    caller = "cmd/caller" + defining[defining.rindex("."):]
+    commit_all(repo, {defining: text, caller: "".join(f"x{i} := MarkFlagsExclusive(names{i}) // exclusive flags\n"
+                                                      for i in range(4))})
+    task = Task("local__svc-1", "local/svc", "", "`MarkFlagsExclusive` marks flags exclusive in the wrong group")
+    assert make_retriever("bm25").retrieve(task, repo).files[:1] == [defining]
+
+
+def test_a_class_name_opening_with_an_acronym_is_an_identifier(cache, tmp_path):
+    """sindresorhus/ky, "HTTPError message is missing the status text": ``HTTPError`` (like ``IOException``,
+    ``URLSearchParams``, astropy's ``HDUList``) was read as the plain word ``httperror``, so neither the heuristic's
+    definition bonus nor bm25's definition boost applied, and test files that use the name (and read ``message``,
+    ``status``) outranked the file defining the class."""
+    from codegrep.retrievers.query import code_identifiers
+
+    files = {"source/errors/HTTPError.ts": "export class HTTPError extends KyError {\n\tstatus: number;\n}\n",
+             "source/core/Ky.ts": "import {HTTPError} from '../errors/HTTPError';\nthrow new HTTPError(text);\n"}
+    for t in ("hooks", "retry", "main"):
+        files[f"test/{t}.ts"] = "".join(f"t.is(error.message, 'x{i}');\nt.is(error.status, {i});\n"
+                                        f"t.true(error instanceof HTTPError);\n" for i in range(6))
+    repo = tmp_path / "ky"
+    commit_all(repo, files)
+    task = Task("local__ky-1", "local/ky", "", "HTTPError message is missing the status text")
+    retriever = make_retriever("grep-heuristic", read_top=0)  # the profiles' setting
+    assert retriever.retrieve(task, repo).files[:1] == ["source/errors/HTTPError.ts"]
+    assert "HTTPError" in code_identifiers(task.problem_statement)  # bm25's definition boost reads the same name
+
+
+@pytest.mark.parametrize("named", ["src/utils/format-date.tsx", "app/src/main/kotlin/shop/cart-format.kt",
+                                   "Sources/Shop/format-date.swift"])
+def test_heuristic_globs_a_file_the_issue_names_in_any_indexed_language(named, cache, tmp_path):
+    """The heuristic's path rule listed .py/.js/.ts/.go/... but not .tsx, .kt or .swift: "Crash in
+    src/utils/format-date.tsx" was grepped as the identifier ``date.tsx`` (no file writes it), never globbed, so the
+    file the issue names was not in the ranking at all; the files mentioning dates were."""
+    suffix = named[named.rindex("."):]
+    files = {named: "export default (v: string) => v.split('-').reverse().join('/');\n"}
+    for page in ("Home", "Settings", "Booking"):
+        files[f"src/pages/{page}{suffix}"] = "// when the value is empty the date crashes\nconst date = value;\n"
+    repo = tmp_path / "app"
+    commit_all(repo, files)
+    task = Task("local__app-1", "local/app", "", f"Crash in {named} when the value is empty")
+    assert make_retriever("grep-heuristic", read_top=0).retrieve(task, repo).files[:1] == [named]
+
+
+def test_random_in_a_go_repository_with_one_python_script_draws_its_go_files(cache, tmp_path):
+    """spf13/cobra plus one ``hack/gen_changelog.py``: the random floor drew among ``.py`` files only, so it answered
+    that one script (one file where k = 20 were asked) and could never draw the repository's code."""
+    repo = tmp_path / "cobra"
+    gos = [f"cmd_{i}.go" for i in range(6)]
+    for rel in (*gos, "hack/gen_changelog.py", "README.md"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x\n")
+    task = Task("local__cobra-1", "local/cobra", "HEAD", "anything", gold_files=["cmd_0.go"])
+    assert sorted(make_retriever("random").retrieve(task, repo).files) == sorted([*gos, "hack/gen_changelog.py"])

@@ -373,13 +373,21 @@ def call_key(call: ToolCall) -> tuple[str, str]:
 
 
 def _clip(text: str, max_chars: int) -> str:
-    """``text`` cut to ``max_chars`` with a note saying how much was dropped.
+    """``text`` cut to ``max_chars`` with a note saying how much was dropped: after the last whole line that fits
+    (``[... N more lines truncated]``), so no row is shown cut (a file name cut inside its suffix,
+    ``sympy/core/basic.p``, read as one); where not even the first line fits, inside it (``[... N more characters
+    truncated]``: the line above was cut).
 
     >>> _clip("abcdefghij", 4)
     'abcd\\n[... 6 more characters truncated]'
+    >>> _clip("a.py (2 hits)\\nsympy/core/basic.py (1 hit)\\nc.py (1 hit)", 20)
+    'a.py (2 hits)\\n[... 2 more lines truncated]'
     """
     if len(text) <= max_chars:
         return text
+    cut = text.rfind("\n", 0, max_chars + 1)
+    if cut > 0:
+        return text[:cut] + f"\n[... {text.count(chr(10), cut + 1) + 1} more lines truncated]"
     return text[:max_chars] + f"\n[... {len(text) - max_chars} more characters truncated]"
 
 

@@ -6,6 +6,29 @@ The default set's earlier rule (a ``tests``/``test``/``testing`` folder, or a na
 were unified, issue 26: 0 files differ, 405 tasks before and after, the same ones)."""
 from __future__ import annotations
 
+import re
+
+SOURCE_SUFFIXES = (".py", ".pyx", ".pxd", ".pyi", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".java", ".kt",
+                   ".scala", ".js", ".jsx", ".ts", ".tsx", ".go", ".rs", ".rb", ".php", ".cs", ".swift", ".m",
+                   ".jl", ".r", ".lua", ".pl", ".sh", ".f", ".f90", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte",
+                   ".dart", ".hs", ".ex", ".exs", ".erl", ".ml", ".mli", ".clj", ".cljs", ".groovy", ".kts", ".cu",
+                   ".cuh", ".zig", ".mm", ".hh", ".hxx")
+"""Source-code suffixes: what the retrievers index by default, what mining's other-language test rule and the
+downstream replay's path finder recognise (docs, notebooks, data and config files are not source)."""
+
+
+def suffix_alternation(suffixes: tuple[str, ...]) -> str:
+    r"""A regex alternation of ``suffixes`` without their dots, longest first, so a shorter suffix never wins where
+    a longer one matches (``cpp`` before ``c``, ``tsx`` before ``ts``); the one way every path regex here is built.
+
+    >>> suffix_alternation((".c", ".py", ".cpp"))
+    'cpp|py|c'
+    >>> import re; re.fullmatch(rf"\w+\.(?:{suffix_alternation(SOURCE_SUFFIXES)})", "App.tsx") is not None
+    True
+    """
+    return "|".join(re.escape(s.lstrip(".")) for s in sorted(suffixes, key=lambda s: (-len(s), s)))
+
+
 TEST_DIRS = frozenset({"test", "tests", "testing", "unittests", "__tests__", "spec", "specs"})
 """Folder names whose files are tests, wherever they sit in the path (``__tests__``: Jest; ``spec``: RSpec, Jasmine)."""
 

@@ -15,7 +15,7 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,13 +36,13 @@ class MiniSweAgentConfig:
     """litellm model name; ``openai/<name>`` talks to any OpenAI-compatible server."""
     api_base: str | None = None
     """Base URL of the OpenAI-compatible endpoint (``--endpoint`` overrides it)."""
-    temperature: float = 0.0
+    temperature: float = field(default=0.0, metadata={"range": ">= 0"})
     """Sampling temperature passed to the endpoint."""
-    step_limit: int = 100
-    """Most model calls per instance."""
-    cost_limit: float = 0.0
+    step_limit: int = field(default=100, metadata={"range": ">= 1"})
+    """Most model calls per instance (mini-swe-agent reads 0 or less as no limit: refused)."""
+    cost_limit: float = field(default=0.0, metadata={"range": ">= 0"})
     """Dollar limit per instance (0 = none: local endpoints have no price)."""
-    command_timeout: int = 60
+    command_timeout: int = field(default=60, metadata={"range": ">= 1"})
     """Seconds one shell command may run."""
     base_config: str = "swebench_backticks.yaml"
     """mini-swe-agent built-in config whose prompts are used."""

@@ -25,11 +25,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from codegrep.data.paths import SOURCE_SUFFIXES, suffix_alternation
 from codegrep.downstream.agents import DownstreamResult, candidate_hint
 from codegrep.metrics import dedupe, diff_path
 
 _DIFF_HEADERS = ("diff --git ", "--- ", "+++ ")
-_PATH = re.compile(r"(?<![\w/.-])(?:\./|/testbed/)?((?:[\w.-]+/)+[\w.-]+\.(?:py|pyi|pyx|c|h|cpp|js|ts|rst|cfg|toml|txt))\b")
+_PATH = re.compile(r"(?<![\w/.-])(?:\./|/testbed/)?((?:[\w.-]+/)+[\w.-]+\.(?:"
+                   + suffix_alternation(SOURCE_SUFFIXES + (".rst", ".cfg", ".toml", ".txt")) + r"))\b")
 
 
 @dataclass
@@ -155,6 +157,8 @@ def observed_paths(text: str) -> list[str]:
     ['pkg/a.py', 'pkg/b.pyi']
     >>> observed_paths("diff --git a/pkg/a.py b/pkg/a.py\\n--- a/pkg/a.py\\n+++ b/pkg/a.py\\na/x.py:1:y")
     ['pkg/a.py', 'a/x.py']
+    >>> observed_paths("cmd/api/main.go:12:func main() {\\nsrc/App.tsx\\nweb/app.js")  # any source language
+    ['cmd/api/main.go', 'src/App.tsx', 'web/app.js']
     """
     found: list[str] = []
     for line in (text or "").split("\n"):

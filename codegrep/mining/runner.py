@@ -122,8 +122,8 @@ def process_row(row: Any, source: str, report: Any = None) -> tuple:
         checked = list(dict.fromkeys(record.viewed_files + record.target_files))
         out["paths_checked"], out["paths_exist"] = len(checked), sum(p in env.entries for p in checked)
     demo = None
-    if options.demonstrations and record.useful:
-        problem = traj.problem_statement or (task.problem_statement if task else "")
+    problem = traj.problem_statement or (task.problem_statement if task else "")
+    if options.demonstrations and record.useful and problem.strip():  # no issue to retrieve for: no episode
         demo = demonstration(record, traj.events, problem, env)
     return ("ok", out, demo)
 

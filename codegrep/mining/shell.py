@@ -23,6 +23,11 @@ _SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
 _QUIET = {"cd", "echo", "printf", "export", "true", "false", "pwd", "which", "source", "clear", "sleep", "set",
           "unset", "alias", "type", "history", "exit", "wc", "sort", "uniq", "cut", "tr", "env"}
 _WRAPPERS = {"sudo", "time", "timeout", "nohup", "command", "exec", "stdbuf"}
+_KEYWORDS = {"if", "then", "elif", "else", "while", "until", "do", "!", "{"}
+"""Reserved words that open a compound command or one of its parts: the command after them is an ordinary one
+(``if grep -q x f; then sed -i ... f; fi``, ``for f in ...; do cat f; done``, ``{ cat a; cat b; } | head``)."""
+_HEADERS = {"for", "select", "case", "fi", "done", "esac", "}"}
+"""Words that begin a part of a compound command that runs nothing itself (a loop's word list, a closing word)."""
 # Options that take a value, per program (so the value is not mistaken for a pattern or a path).
 _VALUED = {
     "grep": {"-e", "-f", "-m", "-A", "-B", "-C", "-d", "-D", "--include", "--exclude", "--exclude-dir",
@@ -365,6 +370,9 @@ def _patch(prog: str, args: list[str], ctx: _Context, stdin: str | None) -> list
     >>> [(e.kind, e.path) for e in parse_shell("cat > fix.diff <<'EOF'\\n--- a/pkg/a.py\\n+++ b/pkg/a.py\\n@@ -1 +1 @@\\n"
     ...  "EOF\\npatch -p1 < fix.diff && git apply --check fix.diff && patch pkg/b.py b.diff") if e.kind != "run"]
     [('create', 'fix.diff'), ('edit', 'pkg/a.py'), ('edit', 'pkg/b.py')]
+    >>> [(e.kind, e.path) for e in parse_shell("git apply - <<'EOF'\\n--- a/pkg/c.py\\n+++ b/pkg/c.py\\n@@ -1 +1 @@\\nEOF")
+    ...  if e.kind != "run"]
+    [('edit', 'pkg/c.py')]
     """
     from codegrep.mining.scripts import diff_targets
 
@@ -373,7 +381,7 @@ def _patch(prog: str, args: list[str], ctx: _Context, stdin: str | None) -> list
         if {"--check", "--stat", "--numstat", "--summary", "--cached"} & set(opts):
             return []
         strip = opts.get("-p", "1")
-        texts = [ctx.text(p) for p in pos] if pos else [stdin]
+        texts = [stdin if p == "-" else ctx.text(p) for p in pos] if pos else [stdin]  # git apply - : stdin
     else:
         pos, opts = _positionals(args, {"-p", "-i", "-d", "-o", "-r", "-B", "-D", "-F", "-V", "-z", "-Y", "--input",
                                         "--directory", "--output", "--strip", "--reject-file"})
@@ -495,8 +503,11 @@ def _xargs(args: list[str], ctx: _Context, upstream: list[Event]) -> list[Event]
 
 def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Event] | None = None) -> list[Event]:
     words = list(stage.words)
-    while words and ("=" in words[0] and not words[0].startswith("-") and words[0].split("=")[0].isidentifier()):
-        words.pop(0)  # FOO=1 cmd
+    while words and (words[0] in _KEYWORDS or "=" in words[0] and not words[0].startswith("-")
+                     and words[0].split("=")[0].isidentifier()):
+        words.pop(0)  # FOO=1 cmd; then cmd; do cmd
+    if words[:1] and words[0] in _HEADERS:
+        words = []  # for f in a b; done; fi: runs nothing
     while words and words[0] in _WRAPPERS:
         prog = words.pop(0)
         if prog == "timeout" and words:

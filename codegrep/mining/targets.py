@@ -17,24 +17,27 @@ from __future__ import annotations
 import posixpath
 import re
 
-from codegrep.data.paths import TEST_DIRS, is_test_path
+from codegrep.data.paths import SOURCE_SUFFIXES, TEST_DIRS, is_test_path, suffix_alternation
 from codegrep.data.tasks import patch_changes
 
 _TEST_FILE = re.compile(r"^(test_.*\.py|.*_tests?\.py|tests?\.py|conftest\.py)$")
 _BUILD_FILES = {"setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "noxfile.py", "makefile", "manifest.in",
                 "pytest.ini", ".coveragerc", ".gitignore", ".gitattributes", "environment.yml", "environment.yaml",
                 ".pre-commit-config.yaml", "azure-pipelines.yml", ".travis.yml", "appveyor.yml", "pipfile",
-                "pipfile.lock", "poetry.lock", "dockerfile", ".readthedocs.yml", ".readthedocs.yaml",
-                # the same for other languages' runs: manifests and lock files
-                "package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "tsconfig.json", "go.mod",
-                "go.sum", "cargo.toml", "cargo.lock", "pom.xml", "build.gradle", "build.gradle.kts",
-                "settings.gradle", "gemfile", "gemfile.lock", "composer.json", "composer.lock"}
+                "dockerfile", ".readthedocs.yml", ".readthedocs.yaml"}  # (manifests and lock files: _MANIFESTS)
+_MANIFESTS = {"package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "tsconfig.json", "go.mod", "go.sum",
+              "cargo.toml", "cargo.lock", "pom.xml", "build.gradle", "build.gradle.kts", "settings.gradle",
+              "gemfile", "gemfile.lock", "composer.json", "composer.lock", "poetry.lock", "pipfile.lock", "uv.lock"}
+"""Package manifests and lock files: build config wherever they sit (a monorepo's ``packages/x/package.json``, a
+Rust workspace's ``crates/x/Cargo.toml``, a Go submodule's ``go.mod``)."""
+_TEST_DATA_DIRS = {"testdata", "__snapshots__"}
+"""Test inputs and recorded outputs: Go's ``testdata/`` (the go tool's own convention), Jest's ``__snapshots__/``."""
 _BUILD_DIRS = {".github", ".circleci", ".azure-pipelines", ".ci", "ci", ".gitlab"}
 _GENERATED_DIRS = {"_build", "build", "dist", "__pycache__", ".tox", ".git", "node_modules", "site-packages", ".eggs",
                    ".pytest_cache", ".mypy_cache", "htmlcov"}
 _ARTIFACT = re.compile(r"(\.(orig|rej|bak|log|pyc|swp|tmp|out|patch|diff|hdf5|h5|npy|npz|pkl|pickle|sqlite3?|db)"
                        r"|[._](new|old|backup|copy))$", re.I)
-_SOURCE = re.compile(r"\.(py|pyx|go|rs|js|jsx|mjs|cjs|ts|tsx|java|kt|scala|rb|php|cs|swift|c|cc|cpp|h|hpp)$")
+_SOURCE = re.compile(r"\.(?:" + suffix_alternation(SOURCE_SUFFIXES) + r")$")
 _SCRATCH = re.compile(r"(^|[_\-.])(reproduc\w*|repro|debug\w*|scratch\w*|temp|tmp|check|verify\w*|verification|demo|"
                       r"edge_?cases?|sanity|manual|minimal|my)([_\-.\d]|$)", re.I)
 
@@ -50,9 +53,13 @@ def is_test(path: str) -> bool:
     (True, True, True, False)
     >>> is_test("spec/models/user_spec.rb"), is_test("src/__tests__/cart.js"), is_test("Shop/CartTests.cs")
     (True, True, True)
+    >>> is_test("lib/cart_test.exs"), is_test("src/cart_spec.lua"), is_test("lib/cart.exs")  # every source language
+    (True, True, False)
+    >>> is_test("internal/parse/testdata/dates.golden"), is_test("src/__snapshots__/Cart.test.tsx.snap")
+    (True, True)
     """
     parts = path.split("/")
-    return any(p in TEST_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1])) \
+    return any(p in TEST_DIRS or p in _TEST_DATA_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1])) \
         or bool(_SOURCE.search(parts[-1]) and is_test_path(path))
 
 
@@ -62,10 +69,12 @@ def is_build_config(path: str) -> bool:
     (True, True, False)
     >>> is_build_config("go.mod"), is_build_config("package.json"), is_build_config("Cargo.lock")
     (True, True, True)
+    >>> is_build_config("packages/ui/package.json"), is_build_config("crates/core/Cargo.toml"), is_build_config("pkg/go.py")
+    (True, True, False)
     """
     parts = path.split("/")
-    return (len(parts) == 1 and (parts[0].lower() in _BUILD_FILES or parts[0].lower().startswith("requirements"))) \
-        or parts[0] in _BUILD_DIRS
+    return parts[-1].lower() in _MANIFESTS or parts[0] in _BUILD_DIRS or (len(parts) == 1 and (
+        parts[0].lower() in _BUILD_FILES or parts[0].lower().startswith("requirements")))
 
 
 def is_artifact(path: str) -> bool:

@@ -58,9 +58,10 @@ class RandomRetriever:
     def retrieve(self, task: Task, checkout: Path) -> Retrieval:
         start = time.perf_counter()
         files = list_files(Path(checkout), DEFAULT_MAX_FILE_BYTES)
-        if self.config.suffixes:  # a repository without such files (Go, JS, ...): its source files, as bm25 indexes
-            files = [f for f in files if has_suffix(f, self.config.suffixes)] or \
-                [f for f in files if has_suffix(f, SOURCE_SUFFIXES)] or files
+        if self.config.suffixes:  # a repository mostly of other files (Go, JS, ...): its source files, as bm25
+            chosen = [f for f in files if has_suffix(f, self.config.suffixes)]  # indexes (a Go repository's one
+            source = [f for f in files if has_suffix(f, SOURCE_SUFFIXES)]       # helper .py script is not its code)
+            files = chosen if chosen and 2 * len(chosen) >= len(source) else source or chosen or files
         rng = random.Random(instance_seed(self.config.seed, task.instance_id))
         picked = rng.sample(files, min(self.config.k, len(files)))
         return Retrieval(files=picked, seconds=time.perf_counter() - start,

@@ -116,16 +116,35 @@ def regular_size(path: str) -> int | None:
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
+def git_ignored(root: Path) -> frozenset[bytes]:
+    """Untracked paths (relative to ``root``; a whole ignored folder as ``dir/``) that the ignore files of the git
+    work tree holding ``root`` hide: a live checkout's build outputs (``distribution/``, ``coverage/``, Maven's
+    ``target/``), which the tools' ripgrep listing hides too. Empty outside git (or where git fails); a tracked
+    file is never in it, whatever the ignore files say."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
+                              cwd=root, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(p for p in proc.stdout.split(b"\0") if p) if proc.returncode == 0 else frozenset()
+
+
 def list_files(root: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[str]:
     """Repository-relative POSIX paths of candidate files: regular files (:func:`regular_size`) outside VCS/build
-    dirs, binaries by suffix and big files left out."""
+    dirs and outside what the git ignore files hide (:func:`git_ignored`), binaries by suffix and big files left
+    out."""
     root = Path(root)
+    ignored = git_ignored(root)
     out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
         rel_dir = os.path.relpath(dirpath, root)
+        under = b"" if rel_dir == "." else os.fsencode(rel_dir.replace(os.sep, "/")) + b"/"
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")
+                             and under + os.fsencode(d) + b"/" not in ignored)
         for name in sorted(filenames):
-            if Path(name).suffix.lower() in BINARY_SUFFIXES:
+            if Path(name).suffix.lower() in BINARY_SUFFIXES or under + os.fsencode(name) in ignored:
                 continue
             size = regular_size(os.path.join(dirpath, name))
             if size is None or size > max_bytes:

@@ -19,18 +19,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection
 
+from codegrep.data.paths import suffix_alternation
 from codegrep.data.tasks import Task
 from codegrep.env.tools import ToolCall, ToolResult
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import STOPWORDS
-from codegrep.retrievers.query import DOC_DIRS, SOURCE_SUFFIXES, mentioned_files, policy_from
+from codegrep.retrievers.query import (DOC_DIRS, PYTHON_SUFFIXES, SOURCE_SUFFIXES, line_definitions,  # noqa: F401
+                                       mentioned_files, policy_from)  # (PYTHON_SUFFIXES re-exported)
 
 # Tried only where a run of path characters starts, past its leading ``./-`` (the group is what ``findall`` returns):
 # the same matches as ``\b[\w./-]+\.(?:...)\b``, whose leftmost greedy match is the only one in its run, in linear
 # instead of quadratic time (a 20,000-character hex dump in an issue took seconds).
-_PATH = re.compile(r"(?<![\w./-])[./-]*(\b[\w./-]+\.(?:py|pyx|pyi|js|ts|java|go|rs|c|h|cpp|rb|cfg|toml|yaml|yml|json|md|rst)\b)")
+PROSE_SUFFIXES = (".m", ".mm", ".hh", ".r", ".f", ".pl", ".ml", ".ex")
+"""Source suffixes an issue's prose writes as attribute access or units (astropy's ``u.m``, ``u.mm``; ``df.r``,
+``self.f``): a name ending in one is not taken for a file name the issue gives."""
+ISSUE_PATH_SUFFIXES = tuple(s for s in SOURCE_SUFFIXES if s not in PROSE_SUFFIXES) + (
+    ".cfg", ".toml", ".yaml", ".yml", ".json", ".md", ".rst")
+"""Suffixes of a file name the issue names that becomes a path term (a glob): every source language's but
+:data:`PROSE_SUFFIXES`, and config/docs files. Before, Python's and seven other languages' alone: a ``.tsx``, ``.kt``
+or ``.swift`` file the issue named was grepped as the identifier ``date.tsx`` and never globbed. On the 86 Verified
+issues the wider list adds one path term (a wiki URL's ``index.php``); with ``PROSE_SUFFIXES`` too it added
+``u.mm`` and ``u.m`` to an astropy issue, pushing out identifiers."""
+_PATH = re.compile(r"(?<![\w./-])[./-]*(\b[\w./-]+\.(?:" + suffix_alternation(ISSUE_PATH_SUFFIXES) + r")\b)")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
-_CAMEL = re.compile(r"\b[A-Z]?[a-z0-9]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b")
+_CAMEL = re.compile(r"\b[A-Z]?[a-z0-9]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b[A-Z]{2,}[a-z]{2,}\w*\b")
+# (the last: a name opening with an acronym, HTTPError, IOException, URLSearchParams; not a plural one, APIs)
 _SNAKE = re.compile(r"\b_*[A-Za-z][A-Za-z0-9]*_\w+\b")
 _QUOTED = re.compile(r"[`'\"]([A-Za-z_][\w.]{2,})[`'\"]")
 _WORD = re.compile(r"\b[A-Za-z]{5,}\b")
@@ -75,6 +88,12 @@ def issue_terms(text: str, max_terms: int = 8) -> list[tuple[str, str]]:
 
     >>> issue_terms("QuerySet.bulk_create() in django/db/models/query.py breaks `ignore_conflicts` option")
     [('query.py', 'path'), ('QuerySet.bulk_create', 'ident'), ('QuerySet', 'ident'), ('bulk_create', 'ident'), ('ignore_conflicts', 'ident'), ('breaks', 'word'), ('option', 'word')]
+    >>> issue_terms("Crash in src/utils/format-date.tsx and app/CartViewModel.kt when empty", 3)
+    [('format-date.tsx', 'path'), ('CartViewModel.kt', 'path'), ('crash', 'word')]
+    >>> issue_terms("HTTPError message drops the status; IOException too, and the APIs")
+    [('HTTPError', 'ident'), ('IOException', 'ident'), ('message', 'word'), ('status', 'word'), ('drops', 'word')]
+    >>> [t for t, kind in issue_terms("Converting u.mm to u.m fails") if kind == "path"]  # PROSE_SUFFIXES
+    []
     """
     seen: dict[str, str] = {}
     full_paths = _PATH.findall(text)
@@ -151,32 +170,18 @@ def parse_hits(result: ToolResult) -> tuple[dict[str, list[str]], int]:
     return dict(hits), total or sum(map(len, hits.values()))
 
 
-PYTHON_SUFFIXES = (".py", ".pyi", ".pyx", ".pxd")
-"""Files that take Python's definition rule alone (:func:`defined_names`)."""
-_DEF_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s+(\w+)")
-# Go, JS/TS, Rust, Java/C#: a keyword (Go's method receiver included), then the defined name, anywhere in the line
-# (``export function f``, ``pub fn f``, ``public class C``, ``func (r *T) F``). Zero-width, so every keyword counts.
-_OTHER_DEFINITION = re.compile(r"(?=\b(?:class|func(?:\s*\([^)]*\))?|function\*?|fn|struct|interface|enum|trait|type"
-                               r"|const|let|var)\s+(\w+))")
-
-
 def defined_names(line: str, path: str = "") -> list[str]:
-    """The names a hit line defines: a Python ``def``/``class`` that opens the line (in any file); in a file of
-    another language (``path`` given and not Python) also the name after a definition keyword of Go, JS/TS, Rust,
-    Java/C# anywhere in the line (``func``, ``func (r *T)``, ``function``, ``fn``, ``class``, ``struct``,
-    ``interface``, ``enum``, ``trait``, ``type``, ``const``/``let``/``var``). The one rule of "this line defines a
-    name" of the agent's grep view (:func:`codegrep.agent.protocol.shape_result`) and :func:`is_definition`.
+    """The names a hit line defines (:func:`codegrep.retrievers.query.line_definitions`, the one rule bm25's
+    definition boost reads too): a Python ``def``/``class`` that opens the line (in any file); in a file of another
+    language (``path`` given and not Python) also its languages' definitions. The rule of "this line defines a name"
+    of the agent's grep view (:func:`codegrep.agent.protocol.shape_result`) and :func:`is_definition`.
 
     >>> defined_names("    async def run(self):"), defined_names("x = 1  # def y"), defined_names("let f = 1", "a.py")
     (['run'], [], [])
     >>> defined_names("func (s *S) Validate(t string) error {", "s.go"), defined_names("export class Cart {", "c.ts")
     (['Validate'], ['Cart'])
     """
-    m = _DEF_LINE.match(line)
-    names = [m.group(1)] if m else []
-    if path and not path.endswith(PYTHON_SUFFIXES):
-        names += _OTHER_DEFINITION.findall(line)
-    return names
+    return line_definitions(line, path)
 
 
 def is_definition(term: str, line: str, path: str = "") -> bool:

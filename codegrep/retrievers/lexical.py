@@ -25,9 +25,9 @@ from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
                                         read_bytes, snapshot_key, tokenize, tokenize_counts)
 from codegrep.retrievers.query import (DOC_DIRS, SOURCE_SUFFIXES, code_identifiers, defining_files, definitions,
-                                       mentioned_files, policy_from)
+                                       mentioned_files, policy_from, python_rule)
 
-INDEX_VERSION = "bm25-v3"  # bump when tokenisation changes, so stale caches are not reused
+INDEX_VERSION = "bm25-v4"  # bump when tokenisation changes, so stale caches are not reused
 
 
 @dataclass
@@ -142,20 +142,21 @@ def clear_content_cache() -> None:
         _CONTENT.clear()
 
 
-def analyse_content(data: bytes) -> tuple[dict[str, int], list[str]]:
-    """``(tokenize_counts(data), definitions(data))``, cached by content (a fresh counts dict per call).
+def analyse_content(data: bytes, path: str = "") -> tuple[dict[str, int], list[str]]:
+    """``(tokenize_counts(data), definitions(data, path))``, cached by content and by whether ``path`` takes
+    Python's definition rule (a fresh counts dict per call).
 
     >>> a, _ = analyse_content(b"def parse_expr(s): pass"); a["parse"] += 5
     >>> analyse_content(b"def parse_expr(s): pass")[0]["parse"], analyse_content(b"def parse_expr(s): pass")[1]
     (1, ['parse_expr'])
     """
-    key = hashlib.blake2b(data, digest_size=16).digest()
+    key = hashlib.blake2b(data, digest_size=16).digest() + (b"" if python_rule(path) else b"+")
     with _CONTENT_LOCK:
         hit = _CONTENT.get(key)
         if hit is not None:
             _CONTENT.move_to_end(key)
     if hit is None:
-        hit = (tokenize_counts(data), definitions(data))
+        hit = (tokenize_counts(data), definitions(data, path))
         with _CONTENT_LOCK:
             _CONTENT[key] = hit
             while len(_CONTENT) > CONTENT_CACHE_FILES:
@@ -176,7 +177,7 @@ def build_index(root: Path, config: BM25Config) -> BM25Index:
         data = read_bytes(root, rel)
         if data is None:
             continue
-        counts, names = analyse_content(data)
+        counts, names = analyse_content(data, rel)
         for tok in tokenize(rel):
             counts[tok] = counts.get(tok, 0) + config.path_weight
         files.append(rel)

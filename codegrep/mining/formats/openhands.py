@@ -10,6 +10,7 @@ import re
 from typing import Any, Iterable
 
 from codegrep.data.swebench_report import resolved as report_resolved
+from codegrep.data.tasks import patch_files
 from codegrep.mining.events import Event
 from codegrep.mining.formats.base import UPLOADED, Trajectory, content_text, exit_code_in, strip_run_suffix
 from codegrep.mining.formats.tools import editor_events
@@ -119,27 +120,48 @@ def _start_end(args: dict[str, Any]) -> list[int] | None:
     return [max(0, start) + 1, end]
 
 
-def _root(first_user: str, stream: list[dict[str, Any]]) -> str | None:
+def _root(first_user: str, stream: list[dict[str, Any]], changed: Iterable[str] = ()) -> str | None:
     """The checkout: ``<uploaded_files>`` of the task prompt, else the first ``/workspace/<owner>__<repo>...``
-    directory a path or command names (OpenHands' layout); None when neither says it.
+    directory a path or command names (OpenHands' layout), else the directory under which the stream names a file
+    of the run's final diff (``changed``: a repository mounted at ``/workspace`` itself, OpenHands' default for a
+    user's own project, writes ``/workspace/src/app.py`` for the diff's ``src/app.py``); None when none says it.
 
     >>> _root("", [{"action": "run", "args": {"command": "cd /workspace/django__django__3.0 && ls"}}])
     '/workspace/django__django__3.0'
     >>> _root("<uploaded_files>\\n/workspace/proj\\n</uploaded_files>", []), _root("", [{"args": {"path": "/workspace/x.py"}}])
     ('/workspace/proj', None)
+    >>> _root("", [{"args": {"path": "/workspace/src/app/core.py"}}], ["src/app/core.py"])
+    '/workspace'
+    >>> _root("", [{"args": {"command": "cat /workspace/myrepo/src/app/core.py"}}], ["src/app/core.py", "core.py"])
+    '/workspace/myrepo'
     """
     m = UPLOADED.search(first_user)
     if m and m.group(1).startswith("/"):
         return m.group(1).rstrip("/")
-    return next((m.group(0) for text in _stream_texts(stream) for m in [_WORKSPACE_REPO.search(text)] if m), None)
+    found = next((m.group(0) for text in _stream_texts(stream) for m in [_WORKSPACE_REPO.search(text)] if m), None)
+    if found is not None:
+        return found
+    files = sorted((f for f in changed if f and not f.startswith("/")), key=lambda f: -f.count("/"))
+    if not files:
+        return None
+    # the longest (most specific) file first: an absolute path that ends in it names the checkout before it
+    anchor = re.compile(r"(?<![^\s'\"=(:])(/[^\s'\"]*?)/(" + "|".join(map(re.escape, files)) + r")(?![\w./-])")
+    texts = list(_stream_texts(stream))
+    for f in files:
+        for text in texts:
+            for m in anchor.finditer(text):
+                if m.group(2) == f:
+                    return m.group(1)
+    return None
 
 
-def events_from_stream(stream: Iterable[Any]) -> tuple[list[Event], int, str]:
-    """(events, number of agent actions, first user message) of an event stream."""
+def events_from_stream(stream: Iterable[Any], changed: Iterable[str] = ()) -> tuple[list[Event], int, str]:
+    """(events, number of agent actions, first user message) of an event stream (``changed``: the files of the run's
+    final diff, which place the checkout when nothing else does: ``_root``)."""
     flat = flatten_history(stream)
     first_user = next((content_text((ev.get("args") or {}).get("content") or ev.get("message")) for ev in flat
                        if ev.get("source") == "user" and ev.get("action") == "message"), "")
-    events, step, shell = [], 0, ShellParser(_root(first_user, flat), persistent=True)
+    events, step, shell = [], 0, ShellParser(_root(first_user, flat, changed), persistent=True)
     answers = _answers(flat)
     for i, ev in enumerate(flat):
         if "action" not in ev:
@@ -194,7 +216,9 @@ def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
     if isinstance(row, list):
         row = {"history": row}
     instance = row.get("instance") or {}
-    events, steps, first_user = events_from_stream(row.get("history") or [])
+    result = row.get("test_result") or {}
+    patch = str(result.get("git_patch") or row.get("git_patch") or "")
+    events, steps, first_user = events_from_stream(row.get("history") or [], patch_files(patch.replace("\r\n", "\n")))
     raw_id = str(row.get("instance_id") or instance.get("instance_id") or "")
     if not raw_id:  # a bare event stream: the id written in its content, else its file name without suffixes
         from codegrep.mining.ids import id_from_name, id_in_text, id_in_values
@@ -202,7 +226,6 @@ def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
         raw_id = id_in_values(_stream_texts(row.get("history") or [])) or id_in_text(first_user) or \
             id_from_name(source)
     instance_id = strip_run_suffix(raw_id)
-    result = row.get("test_result") or {}
     own = result.get("report") or row.get("report")
     if isinstance(own, dict) and own.get("error_eval"):  # eval_infer's evaluation itself failed: its resolved
         own = None  # False is its default, not a verdict (not evaluated)
@@ -210,7 +233,7 @@ def parse(row: Any, source: str = "", report: Any = None) -> Trajectory:
     if resolved is None and isinstance(row.get("resolved"), bool):
         resolved = row["resolved"]
     return Trajectory(trajectory_id=raw_id, instance_id=instance_id, source_format=NAME, events=events,
-                      patch=str(result.get("git_patch") or row.get("git_patch") or ""), resolved=resolved,
+                      patch=patch, resolved=resolved,
                       problem_statement=str(instance.get("problem_statement") or first_user),
                       n_steps=steps, n_tokens=sum(usage) if (usage := token_usage(row.get("metrics"))) else None,
                       model=(row.get("metadata") or {}).get("llm_config", {}).get("model")
