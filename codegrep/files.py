@@ -20,8 +20,9 @@ from codegrep.errors import UserError
 
 
 def read_text(path: str | os.PathLike, what: str = "file") -> str:
-    """A text file's content as UTF-8 (gunzipped when its name ends in ``.gz``); a missing file, a directory,
-    undecodable bytes or a damaged gzip stream name the file.
+    """A text file's content as UTF-8 (gunzipped when its name ends in ``.gz``; a leading byte-order mark, as
+    Windows editors write one, dropped); a missing file, a directory, undecodable bytes or a damaged gzip stream
+    name the file.
 
     >>> read_text("/nonexistent/tasks.jsonl", "tasks file")
     Traceback (most recent call last):
@@ -37,7 +38,7 @@ def read_text(path: str | os.PathLike, what: str = "file") -> str:
         data = p.read_bytes()
         if p.name.endswith(".gz"):
             data = gzip.decompress(data)
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UserError(f"{what} {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:

@@ -206,6 +206,16 @@ def read_headlines(artifacts: Path) -> dict[str, dict[str, Any]]:
         for key in ("numbers", "reasons", "sources"):
             if head.get(key) is not None and not isinstance(head[key], dict):
                 raise UserError(f"{p}: {key!r} must be a JSON object, got {type(head[key]).__name__}")
+        numbers = head.get("numbers") or {}
+        for claim in CLAIMS:  # a value the table prints must be a number (a hand-edited "0.9" was shown as given)
+            numeric = claim.fmt != "{}"  # a verdict's words are printed as they are
+            keys = ((claim.run_key,) * numeric + (claim.lo_key, claim.hi_key, claim.n_key)
+                    if claim.notebook == p.stem else ())
+            for key in filter(None, keys):
+                value = numbers.get(key)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                    raise UserError(f"{p}: numbers[{key!r}] must be a number (or null), got "
+                                    f"{type(value).__name__} {json.dumps(value)[:40]}")
         heads[p.stem] = head
     return heads
 

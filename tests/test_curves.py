@@ -71,11 +71,15 @@ def test_cli_writes_the_figure_and_skips_a_torn_last_row(tmp_path, capsys):
     (["--out", "{tmp}/kl.pdf"], "give a .png or .svg file"),
     (["--bad-row"], "metrics.jsonl:1: not a JSON row of training metrics"),
     (["--missing"], "not a training run directory"),
+    (["--bool-step"], "metrics.jsonl:1: a row of training metrics needs an integer 'step'"),
 ])
 def test_bad_curves_input_is_one_line_and_writes_nothing(tmp_path, capsys, argv, message):
     run = _run(tmp_path, "r", [0.01, 0.02])
     if argv == ["--bad-row"]:
         (run / "metrics.jsonl").write_text('{"step": 1, "kl": 0.1\n{"step": 2, "kl": 0.2}\n')
+        argv = []
+    if argv == ["--bool-step"]:  # json's true is a Python int subclass: it was read as step 1
+        (run / "metrics.jsonl").write_text('{"step": true, "kl": 0.1}\n{"step": 2, "kl": 0.2}\n')
         argv = []
     runs = [str(tmp_path / "absent")] if argv == ["--missing"] else [str(run)]
     argv = [] if argv == ["--missing"] else [a.replace("{tmp}", str(tmp_path)) for a in argv]
@@ -99,3 +103,10 @@ def test_a_resumed_run_appends_after_a_torn_row_not_onto_it(tmp_path):
     callback = MetricsJsonlCallback(run / "metrics.jsonl")  # the resumed run's writer
     callback.on_log(None, SimpleNamespace(is_world_process_zero=True, global_step=3), None, logs={"reward": 0.5})
     assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
+
+
+def test_a_metrics_file_a_windows_editor_saved_with_a_byte_order_mark_reads(tmp_path):
+    """A UTF-8 byte-order mark before the first row made row 1 "not a JSON row" (it was read as part of it)."""
+    run = _run(tmp_path, "r", [0.01, 0.02])
+    (run / "metrics.jsonl").write_bytes(b"\xef\xbb\xbf" + (run / "metrics.jsonl").read_bytes())
+    assert list(metrics_frame(run)["step"]) == [1, 2]

@@ -706,7 +706,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
                       file=sys.stderr)
                 continue
             raise UserError(f"{path}:{number}: not a JSON row of training metrics") from None
-        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int) or isinstance(row["step"], bool):
             raise UserError(f"{path}:{number}: a row of training metrics needs an integer 'step'")
         rows[row["step"]] = row
     return [rows[k] for k in sorted(rows)]
