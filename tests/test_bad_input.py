@@ -756,6 +756,18 @@ def test_retrieve_in_a_bare_repository_without_commit_says_so(tmp_path, capsys):
     assert rc == 0 and out.split() == ["pkg/parser.py"], (out, err)
 
 
+def test_retrieve_where_only_a_script_without_a_suffix_matches_says_what_is_indexed(tmp_path, capsys):
+    """A shebang script without a suffix (``bin/migrate``) is not indexed; the message blamed the issue text alone
+    ('no file ... matched the issue text'), though the name the issue gives is in that script."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "migrate").write_text("#!/usr/bin/env python\ndef run_migrations():\n    pass\n")
+    (tmp_path / "app.py").write_text("def main():\n    return 0\n")
+    rc, out, err = run_cli(["retrieve", "--repo", str(tmp_path), "--retriever", "bm25",
+                            "run_migrations in bin/migrate fails"], capsys)
+    assert rc == 0 and not out.strip() and "Traceback" not in err, err  # an empty ranking, said on stderr
+    assert "retrievers.bm25.suffixes" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_bench_ceiling_on_a_profile_without_train_tasks_says_so(tmp_path, capsys, monkeypatch):
     """A profile whose one task file has no split: every task is in the eval pool, so none reaches train, and
     ``bench ceiling`` ended in a ZeroDivisionError traceback (the baseline's P@1 over no task)."""

@@ -29,15 +29,20 @@ def suffix_alternation(suffixes: tuple[str, ...]) -> str:
     return "|".join(re.escape(s.lstrip(".")) for s in sorted(suffixes, key=lambda s: (-len(s), s)))
 
 
-TEST_DIRS = frozenset({"test", "tests", "testing", "unittests", "__tests__", "spec", "specs"})
-"""Folder names whose files are tests, wherever they sit in the path (``__tests__``: Jest; ``spec``: RSpec, Jasmine)."""
+TEST_DIRS = frozenset({"test", "tests", "testing", "unittests", "__tests__", "spec", "specs", "testdata",
+                       "__snapshots__"})
+"""Folder names whose files are tests or their data, wherever they sit in the path (``__tests__``: Jest; ``spec``:
+RSpec, Jasmine; ``testdata``: the go tool's fixtures; ``__snapshots__``: Jest's recorded outputs)."""
+_SOURCE_SET_TEST = re.compile(r"^[a-z][A-Za-z]*Test$")
+"""Kotlin Multiplatform and Android source sets of tests (``commonTest/``, ``jvmTest/``, ``androidTest/``)."""
 
 _CLASS_TEST_SUFFIXES = (".java", ".kt", ".scala", ".cs", ".php", ".swift")
 """Languages whose test files are classes named ``FooTest``/``FooTests`` (JUnit, NUnit/xUnit, PHPUnit, XCTest)."""
 
 
 def is_test_path(path: str) -> bool:
-    """Test files by the conventions of pytest, unittest, Django, Go, JS, Ruby, Java, C#, PHP and Swift.
+    """Test files by the conventions of pytest, unittest, Django, Go, JS (Jest, tsd, Cypress), Ruby, Rust, Java,
+    Kotlin, C# (NUnit/xUnit), C++ (``*_unittest.cc``), PHP and Swift.
 
     >>> [is_test_path(p) for p in ("pkg/tests/x.py", "test_a.py", "a_test.go", "pkg/core.py", "conftest.py")]
     [True, True, True, False, True]
@@ -49,12 +54,19 @@ def is_test_path(path: str) -> bool:
     [True, True, False, False]
     >>> [is_test_path(p) for p in ("pkg/commands/test.py", "tools/generate_tests.py")]  # a CLI's `test` command
     [False, False]
+    >>> [is_test_path(p) for p in ("index.test-d.ts", "src/tests.rs", "base/file_unittest.cc", "e2e/cart.cy.ts")]
+    [True, True, True, True]
+    >>> [is_test_path(p) for p in ("lib/src/commonTest/kotlin/A.kt", "cmd/testdata/in.golden", "src/integrationTest/a.kt")]
+    [True, True, True]
+    >>> [is_test_path(p) for p in ("src/Test/a.kt", "src/contest/a.kt", "pkg/fancy.py")]
+    [False, False, False]
     """
     parts = path.split("/")
     name = parts[-1]
     stem = name.rsplit(".", 1)[0]
-    return (any(p in TEST_DIRS for p in parts[:-1]) or stem.startswith("test_") or stem.endswith("_test")
-            or stem.endswith(".test") or stem.endswith(".spec") or name in ("conftest.py", "tests.py")
+    return (any(p in TEST_DIRS or _SOURCE_SET_TEST.match(p) for p in parts[:-1]) or stem.startswith("test_")
+            or stem.endswith(("_test", "_unittest", ".test", ".spec", ".test-d", ".cy"))
+            or name in ("conftest.py", "tests.py", "tests.rs")
             or (stem.endswith("_spec") and not name.endswith(".py"))
             or (stem.startswith("Test") and name.endswith(".java"))
             or (name.endswith(_CLASS_TEST_SUFFIXES) and stem.endswith(("Test", "Tests"))))

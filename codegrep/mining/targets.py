@@ -30,8 +30,6 @@ _MANIFESTS = {"package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml"
               "gemfile", "gemfile.lock", "composer.json", "composer.lock", "poetry.lock", "pipfile.lock", "uv.lock"}
 """Package manifests and lock files: build config wherever they sit (a monorepo's ``packages/x/package.json``, a
 Rust workspace's ``crates/x/Cargo.toml``, a Go submodule's ``go.mod``)."""
-_TEST_DATA_DIRS = {"testdata", "__snapshots__"}
-"""Test inputs and recorded outputs: Go's ``testdata/`` (the go tool's own convention), Jest's ``__snapshots__/``."""
 _BUILD_DIRS = {".github", ".circleci", ".azure-pipelines", ".ci", "ci", ".gitlab"}
 _GENERATED_DIRS = {"_build", "build", "dist", "__pycache__", ".tox", ".git", "node_modules", "site-packages", ".eggs",
                    ".pytest_cache", ".mypy_cache", "htmlcov"}
@@ -59,7 +57,7 @@ def is_test(path: str) -> bool:
     (True, True)
     """
     parts = path.split("/")
-    return any(p in TEST_DIRS or p in _TEST_DATA_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1])) \
+    return any(p in TEST_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1])) \
         or bool(_SOURCE.search(parts[-1]) and is_test_path(path))
 
 

@@ -78,9 +78,12 @@ def _retrieve(args: argparse.Namespace) -> int:
 def _why_empty(args: argparse.Namespace, retriever, result) -> str:
     """Why a ranking is empty: nothing matched, or (a Go or Terraform repository for a ``.py`` retriever) the
     retriever found no file of the kinds it indexes, which no other issue text would change."""
-    if result.extra.get("n_indexed", result.extra.get("n_chunks")) != 0:
-        return f"no file of {args.repo} matched the issue text ({args.retriever})"
     config = getattr(retriever, "config", None)
+    if result.extra.get("n_indexed", result.extra.get("n_chunks")) != 0:
+        scope = (f"; it indexes files whose suffix is in retrievers.{args.retriever}.suffixes, so a script without "
+                 "one, such as bin/migrate, is not read: [] indexes every text file"
+                 if getattr(config, "suffixes", None) else "")
+        return f"no file of {args.repo} that {args.retriever} indexes matched the issue text{scope}"
     kinds = (f"it indexes files whose suffix is in retrievers.{args.retriever}.suffixes; [] indexes every text file"
              if hasattr(config, "suffixes") else "it indexes .py files only")
     return f"{args.retriever} found no file it indexes in {args.repo} ({kinds})"
