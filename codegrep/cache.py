@@ -274,10 +274,36 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_other_directories(root: Path, given: bool) -> None:
+    """Before ``prune`` removes anything: a ``--cache`` that does not exist is a typo, not an empty cache (it freed
+    0 B, exit 0), and a directory that is no codegrep cache is not pruned: codegrep writes only directories at the
+    cache's top level, so a file there (a project's README, setup.py) or a ``.git`` says it is someone's project,
+    whose ``models/``, ``bench/`` or ``snapshots/`` folders prune removed as cache kinds.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); _ = (d / "README.md").write_text("x")
+    >>> _refuse_other_directories(d, True)
+    Traceback (most recent call last):
+    ...
+    codegrep.errors.UserError: --cache .../: not a codegrep cache (it holds README.md, and codegrep writes only directories there); refusing to prune: name the cache directory itself (default ~/.cache/codegrep)
+    """
+    what = "--cache" if given else "cache"
+    if not root.exists():
+        if given:
+            raise UserError(f"--cache {root}: no such directory")
+        return
+    foreign = sorted(p.name for p in root.iterdir() if p.name == ".git" or not p.name.startswith(".") and not p.is_dir())
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise UserError(f"{what} {root}/: not a codegrep cache (it holds {shown}, and codegrep writes only "
+                        "directories there); refusing to prune: name the cache directory itself (default "
+                        "~/.cache/codegrep)")
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     if args.older_than is None and args.max_size is None and not args.orphans:
         raise UserError("say what to remove: --older-than DAYS, --max-size SIZE and/or --orphans")
     root = _root(args)
+    _refuse_other_directories(root, bool(args.cache))
     found = entries(root)
     known = {e.kind for e in found} | set(KINDS)
     for kind in args.kind or []:

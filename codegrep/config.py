@@ -362,6 +362,7 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     # ... and ones TRL takes as they are: a negative rate climbs the loss, temperature 0 divides the logits by zero,
     # no completion token leaves nothing to train, a negative seed is a ValueError in transformers' set_seed (numpy)
     "train.learning_rate": (float, ">= 0"), "train.temperature": (float, "> 0"), "train.seed": (int, ">= 0"),
+    "train.top_p": (float, "0..1"),  # above 1 nucleus sampling keeps every token; a typo, not a setting
     "train.max_completion_length": (int | None, ">= 1"),
     # ... and ones HF reads otherwise: max_steps <= 0 trains num_train_epochs epochs instead of GRPO steps (every
     # summary and figure counts steps), a negative KL coefficient pays the policy to drift from the reference

@@ -85,6 +85,10 @@ CASES = [
     Case("non-UTF-8 .json", ["tasks", "stats", f"{T}/t.json"], ["t.json", "UTF-8"], {"t.json": b"[\xff]"}),
     Case(".jsonl.gz that is not gzip", ["tasks", "stats", f"{T}/t.jsonl.gz"], ["t.jsonl.gz", "gzip"],
          {"t.jsonl.gz": "not gzip"}),
+    # damaged inside the deflate stream (a bad download, a flipped byte): zlib.error, which is no OSError
+    Case(".jsonl.gz damaged inside", ["tasks", "stats", f"{T}/t.jsonl.gz"], ["t.jsonl.gz", "gzip"],
+         {"t.jsonl.gz": (lambda z: z[:10] + bytes(b ^ 0x55 for b in z[10:40]) + z[40:])(
+             gzip.compress(jl(*({**GOOD, "instance_id": f"o__n-{i}"} for i in range(200))).encode(), mtime=0))}),
     Case("corrupt .parquet", ["tasks", "stats", f"{T}/t.parquet"], ["t.parquet", "parquet"], {"t.parquet": "garbage"}),
     Case("tasks file missing", ["tasks", "stats", f"{T}/nope.jsonl"], ["nope.jsonl", "not found"]),
     Case("tasks path is a directory", ["tasks", "stats", f"{T}/d.jsonl"], ["d.jsonl", "is a directory"], dirs=["d.jsonl"]),
@@ -210,6 +214,8 @@ CASES = [
     Case("reproduce --set train value ill-typed", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
                                                    "--set", "train.learning_rate=abc"],
          ["--set train.learning_rate", "number"]),
+    Case("reproduce --set train.top_p above 1", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                "--set", "train.top_p=5"], ["--set train.top_p", "0..1"]),
     # ---- other commands: numeric arguments, input and output paths
     Case("verify --timeout -1", ["verify", "--tasks", "x", "--timeout", "-1"], ["--timeout", "-1"]),
     Case("verify --timeout nan", ["verify", "--tasks", "x", "--timeout", "nan"], ["--timeout", "nan"]),
@@ -507,6 +513,11 @@ CASES = [
            ["evaluate", "--tasks", f"{T}/t.jsonl", "--repos", f"{T}/repos", "--retriever", name, "--model", f"{T}/nope",
             "--profile", "ci", "--out", f"{T}/r.jsonl"], [f"{T}/nope", "no such directory"], {"t.jsonl": jl(GOOD)},
            ["repos"]) for name in ("dense", "agent")],
+    # a stopped run's hidden rows of another retriever: the error named --out, which did not exist
+    Case("evaluate --out whose stopped run was another retriever",
+         ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--out", f"{T}/r.jsonl"],
+         [f"{T}/.r.jsonl.partial", "'bm25'", "stopped run"],
+         {"t.jsonl": jl(GOOD), ".r.jsonl.partial": jl({"instance_id": "o__n-1", "retriever": "bm25"})}),
     # a negative seed: numpy's ValueError inside transformers' set_seed once training started (an internal error)
     Case("train YAML seed: -1", ["train", "--config", f"{T}/c.yaml", "--out", f"{T}/runs", "--set", f"model={T}/nope"],
          ["c.yaml", "seed", ">= 0"], {"c.yaml": re.sub(r"(?m)^seed:.*$", "seed: -1", CI_TRAIN_YAML)}),
@@ -520,6 +531,14 @@ CASES = [
                                                           "--set", f"model={T}/nope"],
          ["c.yaml", "efficiency_weights", "must be a list of numbers", "'nan'"],
          {"c.yaml": re.sub(r"(?m)^efficiency_weights:.*$", "efficiency_weights: [nan, 0, 0]", CI_TRAIN_YAML)}),
+    # values that are not strings reached TRL unconverted (argparse converts only string defaults): an empty value
+    # (null) was a TypeError in the max_steps check or TRL, or a learning rate of None minutes later
+    *[Case(f"train YAML {key}: {value or '(empty)'}", ["train", "--config", f"{T}/c.yaml", "--out", f"{T}/runs",
+                                                      "--set", f"model={T}/nope"], ["c.yaml", key, rule],
+           {"c.yaml": re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", CI_TRAIN_YAML)})
+      for key, value, rule in (("max_steps", "", "must be an integer"), ("num_generations", "[2]", "must be an integer"),
+                               ("learning_rate", "", "must be a number"), ("max_steps", "true", "must be an integer"),
+                               ("temperature", "{a: 1}", "must be a number"))],
     # the tasks: section is read key by key: a misspelt key or split was ignored (the default task set was used)
     Case("profile tasks: unknown key", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--profile",
                                         f"{T}/p.yaml", "--out", f"{T}/r.jsonl"], ["p.yaml", "tasks", "'sorce'", "source"],
@@ -638,6 +657,17 @@ def test_skip_bad_skips_wrong_shapes(tmp_path, capsys):
     assert rc == 0, err
     assert "skipped 3 of 4 rows" in err and "Traceback" not in err
     assert json.loads(out.strip().splitlines()[-1])["tasks"] == 1
+
+
+def test_a_tasks_file_saved_with_a_byte_order_mark_reads(tmp_path, capsys):
+    """A tasks JSONL (plain or gzipped) a Windows editor saved with a BOM is read like any other (row 1 was
+    'invalid JSON: Unexpected UTF-8 BOM')."""
+    (tmp_path / "t.jsonl").write_bytes(b"\xef\xbb\xbf" + jl(GOOD, {**GOOD, "instance_id": "o__n-2"}).encode())
+    (tmp_path / "t.jsonl.gz").write_bytes(gzip.compress((tmp_path / "t.jsonl").read_bytes()))
+    for name in ("t.jsonl", "t.jsonl.gz"):
+        rc, out, err = run_cli(["tasks", "stats", "--json", str(tmp_path / name)], capsys)
+        assert rc == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["tasks"] == 2
 
 
 def test_resume_falls_back_to_the_last_complete_checkpoint(tmp_path, capsys):

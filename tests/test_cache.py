@@ -130,3 +130,22 @@ def test_bad_prune_arguments_are_one_line(cache, capsys, argv, message):
     err = capsys.readouterr().err
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert {(e.kind, e.name) for e in entries(root)} == before
+
+
+@pytest.mark.parametrize("layout, message", [
+    ({"README.md": "x", "models/resnet/w.bin": "w", "snapshots/s1": "s"}, "not a codegrep cache (it holds README.md"),
+    ({".git/HEAD": "ref: refs/heads/main", "models/resnet/w.bin": "w"}, "not a codegrep cache (it holds .git"),
+    (None, "no such directory"),
+])
+def test_prune_refuses_a_directory_that_is_no_cache(tmp_path, capsys, layout, message):
+    """``--cache`` naming a project (a typo, or the wrong folder): its models/ and snapshots/ were removed as cache
+    kinds; a --cache that does not exist freed 0 B with exit 0."""
+    root = tmp_path / "proj"
+    for rel, text in (layout or {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+        _age(root / rel, 400)
+    before = sorted(p for p in tmp_path.rglob("*"))
+    rc, out, err = _run(capsys, "cache", "prune", "--cache", str(root), "--older-than", "30")
+    assert rc == 2 and message in err and "--cache" in err and len(err.strip().splitlines()) == 1 and not out
+    assert sorted(p for p in tmp_path.rglob("*")) == before

@@ -145,8 +145,15 @@ def task_split(task: Task) -> str | None:
 
 
 def _json_lines(path: Path, lines: Iterator[bytes]) -> Iterator[tuple[str, Any]]:
-    """``(file:line, row)`` per non-blank line; a line that is not UTF-8 or not JSON yields a ``UserError``."""
+    """``(file:line, row)`` per non-blank line; a line that is not UTF-8 or not JSON yields a ``UserError``. A
+    byte-order mark before the first row (a Windows editor saves one) is dropped, as ``files.read_text`` drops it.
+
+    >>> [row for _, row in _json_lines(Path("t.jsonl"), [b'\\xef\\xbb\\xbf{"a": 1}', b'{"b": 2}'])]
+    [{'a': 1}, {'b': 2}]
+    """
     for lineno, raw in enumerate(lines, start=1):
+        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
         if not raw.strip():
             continue
         try:
@@ -210,11 +217,12 @@ def _rows_hf(dataset_id: str) -> Iterator[tuple[str, Any]]:
 
 def _rows_jsonl_gz(path: Path) -> Iterator[tuple[str, Any]]:
     import gzip
+    import zlib
 
     try:
         with gzip.open(path, "rb") as fh:
             yield from _json_lines(path, fh)
-    except (OSError, EOFError) as exc:  # not gzip, or cut short
+    except (OSError, EOFError, zlib.error) as exc:  # not gzip, cut short, or damaged inside (zlib.error)
         raise UserError(f"{path}: not a readable gzip file ({exc})") from None
 
 

@@ -44,13 +44,21 @@ def bool_arg(value: Any, name: str) -> bool:
 
 
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
-    """The call's arguments as a dict with only known keys (a JSON string is parsed first)."""
+    """The call's arguments as a dict with only known keys (a JSON string is parsed first).
+
+    >>> parse_arguments(ToolCall("grep", "[" * 100000))
+    Traceback (most recent call last):
+    ...
+    codegrep.env.contract.ToolError: arguments are nested too deeply to be a JSON object of call arguments
+    """
     args = call.arguments
     if isinstance(args, str):  # some models emit the arguments as a JSON string
         try:
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError as exc:
             raise ToolError(f"arguments are not valid JSON: {exc}") from None
+        except RecursionError:  # "[[[[..." nested past the parser's depth (it was "internal error in grep")
+            raise ToolError("arguments are nested too deeply to be a JSON object of call arguments") from None
     if not isinstance(args, dict):
         raise ToolError(f"arguments must be a JSON object, got {type(args).__name__}")
     unknown = sorted(set(args) - ALLOWED[call.name])

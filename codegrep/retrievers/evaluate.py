@@ -268,10 +268,12 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
     partial = partial_path(out_path)
     stored = read_rows(out_path)  # checks the whole file before anything is changed
     streamed = read_rows(partial)
-    others = sorted({r.get("retriever") for r in (*stored.values(), *streamed.values())} - {retriever.name})
-    if others:
-        raise ValueError(f"{out_path} holds results of retriever(s) {others}, not {retriever.name!r}: "
-                         "use another --out")
+    for path, rows in ((out_path, stored), (partial, streamed)):  # name the file that holds them: a stopped run's
+        others = sorted({str(r.get("retriever")) for r in rows.values()} - {retriever.name})  # rows are hidden
+        if others:
+            left = f" (the rows a stopped run left for {out_path}: delete it to start over)" if path == partial else ""
+            raise ValueError(f"{path} holds results of retriever(s) {others}, not {retriever.name!r}{left}: "
+                             "use another --out")
     prints = {t.instance_id: fingerprint(t, retriever) for t in tasks}
     done: dict[str, dict[str, Any]] = {}
     counts = {"reused": 0, "recomputed": 0, "new": 0}

@@ -96,6 +96,26 @@ def _check_grpo_ranges(values: dict[str, Any], given: set[str], path: Path) -> N
             check_value(value, tp, rng, f"--set {key}" if key in given else f"{path}: {key}")
 
 
+def _check_yaml_types(values: dict[str, Any], given: set[str], path: Path) -> None:
+    """A train YAML's values that are not strings, against the field annotations of ``CodeGrepArgs`` and
+    ``GRPOConfig``. TrlParser sets a YAML's values as argparse defaults, and argparse converts (so checks) only the
+    string ones: ``max_steps:`` left empty (null) was a ``TypeError`` in :func:`_check_steps`, ``num_generations: [2]``
+    one in TRL, and ``learning_rate:`` (null), ``max_steps: true`` or a mapping reached the trainer as written. A
+    string is left to TrlParser's conversion (PyYAML reads ``1e-5`` as a string); ``--set`` values (``given``) are
+    converted by the parser."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    for cls in (CodeGrepArgs, GRPOConfig):
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key, value in values.items():
+            if key in names and key not in given and not isinstance(value, str):
+                check_fields(cls, {key: value}, f"{path}: {key}")
+
+
 def _yaml_settings(path: Path) -> dict[str, Any]:
     """A train YAML's settings for :func:`_check_grpo_ranges`; {} when unreadable (TrlParser then says why)."""
     try:
@@ -200,6 +220,7 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
         raise ConfigError(f"{path}: {_as_set(message, overrides)}")
 
     parser.error = refuse  # type: ignore[method-assign]
+    _check_yaml_types(_yaml_settings(path), set(overrides or {}), path)
     _check_grpo_ranges({**_yaml_settings(path), **(overrides or {})}, set(overrides or {}), path)
     try:
         cg, grpo = parser.parse_args_and_config(args)
@@ -243,6 +264,7 @@ def train_arguments(cfg: dict[str, Any], overrides: dict[str, Any] | None = None
         os.environ[key] = str(value)
     given = {k: v for k, v in section(cfg, "train").items() if k != "config"}
     given.update(overrides or {})
+    _check_yaml_types(data, set(given), path)
     data.update(given)
     data["profile"] = str(cfg["profile"])
     _check_grpo_ranges(data, set(given), path)
