@@ -913,3 +913,14 @@ def test_bench_demos_a_size_beyond_the_pool_is_said(tmp_path, capsys, monkeypatc
     said = f"--tasks 100000: only {pool} real train tasks outside the --dev 1; that point uses {pool}"
     # the line said once; on an empty cache the default set's build progress also lands on stderr (not compared)
     assert capsys.readouterr().err.splitlines().count(said) == 1
+
+
+def test_a_train_yaml_may_give_scale_rewards_as_trl_documents_it(tmp_path):
+    """TRL's GRPOConfig documents ``scale_rewards`` as ``str`` or ``bool`` (its ``__post_init__`` maps ``false`` to
+    ``"none"``, the Dr. GRPO setting) but annotates ``str``: the YAML type check refused ``scale_rewards: false``,
+    which TRL (and codegrep before the check) took."""
+    from codegrep.rl.training_run import parse_train_args
+
+    path = tmp_path / "c.yaml"
+    path.write_text(re.sub(r"(?m)^scale_rewards:.*$", "scale_rewards: false", CI_TRAIN_YAML))
+    assert parse_train_args(path).grpo.scale_rewards == "none"

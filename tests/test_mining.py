@@ -299,3 +299,13 @@ def test_resolved_only_and_workers_give_the_same_records(tmp_path):
     assert one["records"] == len(a) == one["parsed"] and two["records"] == len(b) == one["useful"]
     assert b == [r for r in a if r["useful"]]  # same rows, same order, whatever the worker count
     assert two["demonstrations"] == 0 and one["demonstrations"] == one["useful"]
+
+
+def test_a_kotlin_test_source_sets_data_file_is_a_test_as_the_one_rule_says():
+    """docs/mining.md: a file of a Kotlin/Android test source set (``commonTest/``, ``androidTest/``) is *test*;
+    mining's folder rule read TEST_DIRS alone, so a fixture there was a target while ``is_test_path`` said test."""
+    from codegrep.data.paths import is_test_path
+    from codegrep.mining.targets import is_test
+
+    for path in ("app/src/androidTest/assets/fixture.json", "lib/src/commonTest/resources/golden.txt"):
+        assert is_test(path) and is_test_path(path), path

@@ -618,3 +618,31 @@ def test_random_in_a_go_repository_with_one_python_script_draws_its_go_files(cac
         (repo / rel).write_text("x\n")
     task = Task("local__cobra-1", "local/cobra", "HEAD", "anything", gold_files=["cmd_0.go"])
     assert sorted(make_retriever("random").retrieve(task, repo).files) == sorted([*gos, "hack/gen_changelog.py"])
+
+
+@pytest.mark.parametrize("line", ["public" + " " * 1500 + "x", "  static final" + " " * 1500 + "int x = 1;"])
+def test_the_definition_rule_is_linear_in_a_run_of_spaces_after_a_modifier(line):
+    """``query._OTHER_DEFINITION``'s Java/C# alternative let the modifier's ``[ \\t]+``, the return type's
+    ``[\\w<>\\[\\],.? ]+?`` (spaces included) and the ``[ \\t]+`` before the name share one run of spaces (and a
+    modifier be read by the prefix or by the alternative): cubic backtracking. A 1,500-space line took seconds,
+    4,000 spaces two minutes, 20,000 hours, in bm25's index build (every line of a file) and the grep view."""
+    import time
+
+    from codegrep.retrievers.query import definitions, line_definitions
+
+    start = time.perf_counter()
+    assert line_definitions(line, "A.java") == [] and definitions(line.encode(), "A.java") == []
+    assert time.perf_counter() - start < 0.5
+
+
+def test_definitions_of_a_file_with_thousands_of_ruby_defs_is_not_quadratic():
+    """A Ruby/Scala ``def`` line matches Python's rule and the other languages' one: the second's names were
+    checked against a list of the first's, quadratic in the file's definitions (16,000: over a second)."""
+    import time
+
+    from codegrep.retrievers.query import definitions
+
+    data = "".join(f"  def method_{i}(x)\n    {i}\n  end\n" for i in range(16000)).encode()
+    start = time.perf_counter()
+    assert len(definitions(data, "a.rb")) == 16000
+    assert time.perf_counter() - start < 0.5

@@ -36,6 +36,17 @@ RSpec, Jasmine; ``testdata``: the go tool's fixtures; ``__snapshots__``: Jest's 
 _SOURCE_SET_TEST = re.compile(r"^[a-z][A-Za-z]*Test$")
 """Kotlin Multiplatform and Android source sets of tests (``commonTest/``, ``jvmTest/``, ``androidTest/``)."""
 
+
+def is_test_dir(name: str) -> bool:
+    """Whether a folder of this name holds tests or their data wherever it sits (:data:`TEST_DIRS`, or a Kotlin/Android
+    test source set): the one folder rule of :func:`is_test_path` and mining's ``targets.is_test``.
+
+    >>> is_test_dir("testdata"), is_test_dir("androidTest"), is_test_dir("Test"), is_test_dir("contest")
+    (True, True, False, False)
+    """
+    return name in TEST_DIRS or bool(_SOURCE_SET_TEST.match(name))
+
+
 _CLASS_TEST_SUFFIXES = (".java", ".kt", ".scala", ".cs", ".php", ".swift")
 """Languages whose test files are classes named ``FooTest``/``FooTests`` (JUnit, NUnit/xUnit, PHPUnit, XCTest)."""
 
@@ -64,7 +75,7 @@ def is_test_path(path: str) -> bool:
     parts = path.split("/")
     name = parts[-1]
     stem = name.rsplit(".", 1)[0]
-    return (any(p in TEST_DIRS or _SOURCE_SET_TEST.match(p) for p in parts[:-1]) or stem.startswith("test_")
+    return (any(map(is_test_dir, parts[:-1])) or stem.startswith("test_")
             or stem.endswith(("_test", "_unittest", ".test", ".spec", ".test-d", ".cy"))
             or name in ("conftest.py", "tests.py", "tests.rs")
             or (stem.endswith("_spec") and not name.endswith(".py"))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from codegrep.data.paths import SOURCE_SUFFIXES, TEST_DIRS, is_test_path, suffix_alternation
+from codegrep.data.paths import SOURCE_SUFFIXES, is_test_dir, is_test_path, suffix_alternation
 from codegrep.data.tasks import patch_changes
 
 _TEST_FILE = re.compile(r"^(test_.*\.py|.*_tests?\.py|tests?\.py|conftest\.py)$")
@@ -55,9 +55,11 @@ def is_test(path: str) -> bool:
     (True, True, False)
     >>> is_test("internal/parse/testdata/dates.golden"), is_test("src/__snapshots__/Cart.test.tsx.snap")
     (True, True)
+    >>> is_test("app/src/androidTest/assets/fixture.json")  # a test source set's data, as is_test_path says
+    True
     """
     parts = path.split("/")
-    return any(p in TEST_DIRS for p in parts[:-1]) or bool(_TEST_FILE.match(parts[-1])) \
+    return any(map(is_test_dir, parts[:-1])) or bool(_TEST_FILE.match(parts[-1])) \
         or bool(_SOURCE.search(parts[-1]) and is_test_path(path))
 
 

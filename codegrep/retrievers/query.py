@@ -108,13 +108,15 @@ _PY_DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+def|def|class)[ \t]+(\w+)", r
 _MODIFIER = (r"(?:async|export|default|declare|pub(?:\([^)\n]*\))?|public|private|protected|internal|static|final"
              r"|abstract|sealed|open|data|override|suspend|inline|unsafe|const|extern(?:[ \t]+\"C\")?|virtual|partial"
              r"|synchronized|readonly)")
+_TYPE = r"[\w<>\[\],.?](?:[\w<>\[\],.? ]*?[\w<>\[\],.?])?"
+# (a Java/C# return type: its own spaces inside only, so a run of spaces is split one way: no cubic backtracking)
 _OTHER_DEFINITION = re.compile(
-    r"^[ \t]*(?:" + _MODIFIER + r"[ \t]+)*"  # a keyword, then the name (Go's method receiver, Go's `type T`)
+    r"^[ \t]*(?P<mods>(?:" + _MODIFIER + r"[ \t]+)+)?"  # a keyword, then the name (Go's method receiver, `type T`)
     r"(?:(?:class|def|defp|func|fn|fun|function\*?|struct|interface|trait|enum|protocol|object|type|record|union|module)"
-    r"(?:[ \t]*\([^)\n]*\))?[ \t]+([A-Za-z_$][\w$]*)"
-    r"|(?:export[ \t]+)?(?:const|let|var)[ \t]+([A-Za-z_$][\w$]*)[ \t]*(?::[^=\n]*)?=[ \t]*(?:async[ \t]*)?"
-    r"(?:function\b|\(|<|[A-Za-z_$][\w$]*[ \t]*=>)"  # a function bound to a name (JS/TS arrows)
-    r"|(?:" + _MODIFIER + r"[ \t]+)+[\w<>\[\],.? ]+?[ \t]+([A-Za-z_]\w*)[ \t]*\()", re.M)  # Java/C# methods
+    r"(?:[ \t]*\([^)\n]*\))?[ \t]+(?P<kw>[A-Za-z_$][\w$]*)"
+    r"|(?:export[ \t]+)?(?:const|let|var)[ \t]+(?P<bound>[A-Za-z_$][\w$]*)[ \t]*(?::[^=\n]*)?=[ \t]*"
+    r"(?:async[ \t]*)?(?:function\b|\(|<|[A-Za-z_$][\w$]*[ \t]*=>)"  # a function bound to a name (JS/TS arrows)
+    r"|(?(mods)" + _TYPE + r"[ \t]+(?P<method>[A-Za-z_]\w*)[ \t]*\(|(?!)))", re.M)  # Java/C# methods: a modifier first
 """The rule of files of other languages, at the line's start after its modifiers: Go functions, methods
 (``func (c *Command) Name``) and types, Kotlin ``fun``/``data class``, Rust ``pub(crate) fn``, Ruby/Scala/Elixir
 ``def``, JS/TS ``export default function`` and functions bound to a name (``const f = (a) => ...``; a plain
@@ -145,7 +147,12 @@ def line_definitions(line: str, path: str = "") -> list[str]:
     """
     names = [m.group(1) for m in _PY_DEFINITION.finditer(line)]
     if not python_rule(path):
-        names += [n for m in _OTHER_DEFINITION.finditer(line) for n in m.groups() if n and n not in names]
+        seen = set(names)
+        for m in _OTHER_DEFINITION.finditer(line):
+            for n in m.group("kw", "bound", "method"):
+                if n and n not in seen:
+                    seen.add(n)
+                    names.append(n)
     return names
 
 

@@ -96,6 +96,11 @@ def _check_grpo_ranges(values: dict[str, Any], given: set[str], path: Path) -> N
             check_value(value, tp, rng, f"--set {key}" if key in given else f"{path}: {key}")
 
 
+_YAML_ALSO = {"scale_rewards": bool}
+"""Fields whose annotation is narrower than what their class's ``__post_init__`` accepts: TRL documents
+``scale_rewards`` as ``str`` or ``bool`` (``True`` is ``"group"``, ``False`` ``"none"``) but annotates ``str``."""
+
+
 def _check_yaml_types(values: dict[str, Any], given: set[str], path: Path) -> None:
     """A train YAML's values that are not strings, against the field annotations of ``CodeGrepArgs`` and
     ``GRPOConfig``. TrlParser sets a YAML's values as argparse defaults, and argparse converts (so checks) only the
@@ -112,7 +117,7 @@ def _check_yaml_types(values: dict[str, Any], given: set[str], path: Path) -> No
     for cls in (CodeGrepArgs, GRPOConfig):
         names = {f.name for f in dataclasses.fields(cls)}
         for key, value in values.items():
-            if key in names and key not in given and not isinstance(value, str):
+            if key in names and key not in given and not isinstance(value, (str, _YAML_ALSO.get(key, str))):
                 check_fields(cls, {key: value}, f"{path}: {key}")
 
 
