@@ -424,6 +424,8 @@ def _ablation(res: Results) -> list[Row]:
     if finite(tied) and tied in (0, 1) and v != NOT_MEASURED:  # the design's premise failed: nothing to tell apart
         v, text = INCONCLUSIVE, (f"the batches never mixed tied and varied groups (tied share {tied:.0%}), so the "
                                  f"two layers cannot differ by design; the ablation's own verdict was: {text}")
+    if isinstance(text, str) and text.lower().startswith(f"{v}: "):  # "inconclusive: inconclusive: ..." read twice
+        text = text[len(v) + 2:]
     rows.append(Row("Efficiency signal at the advantage layer drifts less (probe KL) than at the reward layer",
                     paper, f"ratio {with_interval(g('kl_ratio'), g('kl_ratio_lo'), g('kl_ratio_hi'), '{:.2f}')} (90%)",
                     count(g("n_paired_seeds"), "paired seeds"), "measured", v,

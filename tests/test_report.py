@@ -174,6 +174,7 @@ def test_ablation_row_calls_the_pipelines_two_seeds_small_whatever_the_verdict(t
         res = claims.Results.load(_headlines(tmp_path / f"a{lo}", {"04_ablation": nums}))
         row = next(r for r in claims.summary_rows(res) if r.claim.startswith("Efficiency signal"))
         assert row.verdict == verdict and "reduced design" in row.why and "SMALL" in row.why, row.why
+        assert not row.why.lower().startswith(f"{verdict}:"), row.why  # the bold verdict is not read twice
 
 
 def test_precision_table_labels_definitions_and_gives_the_real_reason_for_a_missing_retriever(tmp_path):
