@@ -592,7 +592,7 @@ def _foreign(hits: dict[str, list[str]], policy: Any) -> bool:
     >>> _foreign({"a.go": [], "b.ts": [], "README.md": []}, policy), _foreign({"a.py": [], "x.js": [], "y.js": []}, policy)
     (True, False)
     """
-    from codegrep.retrievers.heuristic import PYTHON_SUFFIXES
+    from codegrep.retrievers.query import PYTHON_SUFFIXES
 
     return not any(p.endswith(PYTHON_SUFFIXES) for p in hits if policy.keeps(p))
 

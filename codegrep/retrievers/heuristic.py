@@ -24,8 +24,7 @@ from codegrep.data.tasks import Task
 from codegrep.env.tools import ToolCall, ToolResult
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import STOPWORDS
-from codegrep.retrievers.query import (DOC_DIRS, PYTHON_SUFFIXES, SOURCE_SUFFIXES, line_definitions,  # noqa: F401
-                                       mentioned_files, policy_from)  # (PYTHON_SUFFIXES re-exported)
+from codegrep.retrievers.query import DOC_DIRS, SOURCE_SUFFIXES, line_definitions, mentioned_files, policy_from
 
 # Tried only where a run of path characters starts, past its leading ``./-`` (the group is what ``findall`` returns):
 # the same matches as ``\b[\w./-]+\.(?:...)\b``, whose leftmost greedy match is the only one in its run, in linear
