@@ -10,9 +10,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import importlib
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, TypeVar
 
@@ -302,7 +304,8 @@ def check_value(value: Any, tp: Any, rng: str | None, where_: str) -> None:
     codegrep.config.ConfigError: c.yaml: efficiency_weights: must be a list of numbers, got list ['nan', 0, 0]
     """
     if not type_ok(value, tp):
-        got = f"the string {value!r}" if isinstance(value, str) else f"{type(value).__name__} {value!r}"[:120]
+        got = f"the string {value!r}" if isinstance(value, str) else "null (an empty value)" if value is None else \
+            f"{type(value).__name__} {value!r}"[:120]
         raise ConfigError(f"{where_}: must be {_describe(tp)}, got {got}")
     if rng and isinstance(value, (int, float)) and not isinstance(value, bool) and not in_range(value, rng):
         raise ConfigError(f"{where_}: must be {rng}, got {value!r}")
@@ -324,14 +327,108 @@ def _hints(cls: type) -> dict[str, Any]:
 def check_fields(cls: type, values: Mapping[str, Any], source: str) -> None:
     """Check each value against its dataclass field's annotation and declared range (``ConfigError``): the
     field's ``metadata["range"]``, or the class's ``FIELD_RANGES`` mapping (for classes whose metadata goes to
-    argparse, e.g. TrlParser's, which refuses unknown keys there)."""
+    argparse, e.g. TrlParser's, which refuses unknown keys there); and a string against the values the class
+    declares for the field (:func:`field_choices`)."""
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     ranges = getattr(cls, "FIELD_RANGES", {})
     for key, value in values.items():
         if key in fields:
-            check_value(value, hints.get(key, Any), fields[key].metadata.get("range", ranges.get(key)),
-                        source if source.endswith((f".{key}", f" {key}")) else f"{source}.{key}")
+            where_ = source if source.endswith((f".{key}", f" {key}")) else f"{source}.{key}"
+            check_value(value, hints.get(key, Any), fields[key].metadata.get("range", ranges.get(key)), where_)
+            check_choice(cls, key, value, where_)
+
+
+_DOC_CHOICES = re.compile(r"(?:Supported values are|Must be one of|Possible values are)\b")
+
+
+@functools.lru_cache(maxsize=None)
+def field_choices(cls: type, name: str) -> tuple[str, ...] | None:
+    """The values a dataclass field accepts, as its class declares them; ``None`` where it declares none.
+
+    In this order: the field's ``metadata["choices"]`` (what HfArgumentParser hands argparse: TrainingArguments'
+    ``log_level``); a ``Literal`` annotation, or an ``Enum`` one, also in a union with ``str`` (transformers'
+    ``SchedulerType``, ``OptimizerNames``): its members' values; else the values the class's docstring gives the
+    field after "Supported values are:" (a bullet list) or "Must be one of" (one sentence), as TRL documents the
+    fields it annotates ``str`` (GRPOConfig's ``loss_type``, ``scale_rewards``, ``vllm_mode`` ...). argparse checks
+    the first two on a command line only, never a train YAML's value (TrlParser sets those as defaults), and nothing
+    checks the third before the trainer reads it, minutes into a run.
+
+    >>> @dataclasses.dataclass
+    ... class Demo:
+    ...     '''Args:
+    ...         mode (`str`, *optional*, defaults to `"fast"`):
+    ...             How to run. Supported values are:
+    ...
+    ...             - `"fast"` (default): quickly.
+    ...             - `True` or `"slow"`: slowly.
+    ...         level (`str`):
+    ...             Must be one of `"low"` or `"high"`. `"low"` is quiet.
+    ...     '''
+    ...     mode: str = "fast"
+    ...     level: str = "low"
+    ...     kind: Literal["a", "b"] = "a"
+    ...     note: str = ""
+    >>> [field_choices(Demo, n) for n in ("mode", "level", "kind", "note")]
+    [('fast', 'slow'), ('low', 'high'), ('a', 'b'), None]
+    """
+    import enum
+    import inspect
+    import typing
+
+    field = {f.name: f for f in dataclasses.fields(cls)}.get(name)
+    if field is None:
+        return None
+    if field.metadata.get("choices"):
+        return tuple(str(c) for c in field.metadata["choices"])
+    tp = _hints(cls).get(name)
+    for arg in (tp, *typing.get_args(tp)):
+        if typing.get_origin(arg) is Literal:  # (not beside a plain str: ``str | Literal[False]`` takes any string)
+            return tuple(str(a) for a in typing.get_args(arg)) if str not in typing.get_args(tp) else None
+        if isinstance(arg, type) and issubclass(arg, enum.Enum):
+            return tuple(str(m.value) for m in arg)
+    for klass in inspect.getmro(cls):  # the class's docstring, HF style: "name (`type`, ...):" then an indented text
+        doc = klass.__dict__.get("__doc__") or ""
+        head = re.search(rf"^([ \t]*){re.escape(name)} \(`[^\n]*\):[ \t]*\n", doc, re.M)
+        if not head:
+            continue
+        body = []
+        for line in doc[head.end():].splitlines():
+            if line.strip() and len(line) - len(line.lstrip()) <= len(head.group(1)):
+                break
+            body.append(line)
+        text = " ".join(" ".join(body).split())
+        said = _DOC_CHOICES.search(text)
+        if not said:
+            return None
+        rest = text[said.end():]
+        if rest.startswith(":"):  # a bullet list: - `"a"` (default): ..., - `True` or `"b"`: ...
+            items = re.findall(r"(?:^|\s)- ((?:`[^`]+`(?: or )?)+)", rest)
+        else:  # one sentence: Must be one of `"a"` or `"b"`.
+            items = [re.split(r"\.(?:\s|$)", rest, maxsplit=1)[0]]
+        values = tuple(v for item in items for v in re.findall(r'`"([^"`]+)"`', item))
+        return values or None
+    return None
+
+
+def check_choice(cls: type | None, key: str, value: Any, where_: str, choices: Iterable[str] | None = None) -> None:
+    """Refuse a string (or a list's string) that is not one of the values ``field_choices`` (or ``choices``) gives
+    for ``cls``'s field ``key``: one line naming ``where_``, close matches and the allowed values. A value of another
+    type is left to the type check.
+
+    >>> check_choice(None, "loss_type", "dpao", "c.yaml: loss_type", ["grpo", "dapo", "dr_grpo"])
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: c.yaml: loss_type: unknown value 'dpao' (did you mean 'dapo'?); allowed values: grpo, dapo, dr_grpo
+    """
+    allowed = list(choices) if choices is not None else list(field_choices(cls, key) or ()) if cls else []
+    if not allowed:
+        return
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, str) and item not in allowed:
+            close = difflib.get_close_matches(item, allowed, n=3, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+            raise ConfigError(f"{where_}: unknown value {item!r}{hint}; allowed values: {', '.join(allowed)}")
 
 
 KEY_RULES: dict[str, tuple[Any, str | None]] = {
@@ -639,8 +736,11 @@ def _set_dotted(cfg: dict, dotted: str, value: Any, source: str) -> None:
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
     """``["train.max_steps=3", "seed=1"]`` -> ``{"train.max_steps": 3, "seed": 1}`` (values parsed as YAML).
 
-    >>> parse_overrides(["a.b=3", "c=x", "d=[1, 2]"])
-    {'a.b': 3, 'c': 'x', 'd': [1, 2]}
+    An empty value (``KEY=``) is null, as in YAML; :func:`load_profile` takes it only where the key takes null
+    (:func:`check_null_override`).
+
+    >>> parse_overrides(["a.b=3", "c=x", "d=[1, 2]", "e="])
+    {'a.b': 3, 'c': 'x', 'd': [1, 2], 'e': None}
     """
     out: dict[str, Any] = {}
     for item in items:
@@ -651,6 +751,65 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
     return out
 
 
+def empty_overrides(items: Iterable[str]) -> list[str]:
+    """The keys of ``KEY=`` overrides (nothing after the ``=``).
+
+    >>> empty_overrides(["a=1", "b=", "c= ", "d=null"])
+    ['b', 'c']
+    """
+    return [item.split("=", 1)[0].strip() for item in items if "=" in item and not item.split("=", 1)[1].strip()]
+
+
+def declared_type(dotted: str) -> tuple[bool, Any]:
+    """``(True, annotation)`` of a profile key that has one (``KEY_RULES``, or a field of the config classes
+    ``SECTION_SCHEMAS`` registers for its section), else ``(False, None)``.
+
+    >>> declared_type("tasks.limit"), declared_type("tasks.source")
+    ((True, int | None), (False, None))
+    """
+    if dotted in KEY_RULES:
+        return True, KEY_RULES[dotted][0]
+    section_, _, key = dotted.rpartition(".")
+    for spec in SECTION_SCHEMAS.get(section_, ()):
+        obj = schema_object(section_, spec)
+        if dataclasses.is_dataclass(obj) and key in config_fields(obj):
+            return True, _hints(obj).get(key, Any)
+    return False, None
+
+
+def check_null_override(cfg: Mapping[str, Any], dotted: str, empty: bool = True) -> None:
+    """``--set KEY=`` (an empty value, null) is taken where the key takes null, and there it is null (``tasks.limit=``:
+    every task; ``env.pool_root=``: the default place). Elsewhere it is one line naming the key, before the profile
+    (``cfg``, before the override) is changed: a key typed otherwise (``seed=``), a section (``agent=`` dropped the
+    whole section, its defaults used in silence; ``agent=null`` too, ``empty`` False), a key no class types whose
+    profile value is not null (``train.config=``: write ``null`` out where null is meant).
+
+    >>> check_null_override({"tasks": {"limit": 5}}, "tasks.limit")
+    >>> check_null_override({"seed": 0}, "seed")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: --set seed: empty value; seed must be an integer
+    >>> check_null_override({"agent": {"max_turns": 4}}, "agent")
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: --set agent: empty value would drop the whole 'agent' section; set its keys instead (--set agent.KEY=VALUE)
+    """
+    node: Any = cfg
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    if isinstance(node, Mapping) or dotted in SECTION_SCHEMAS or dotted in PROFILE_SECTIONS[2:]:
+        raise ConfigError(f"--set {dotted}: {'empty value' if empty else 'null'} would drop the whole {dotted!r} "
+                          f"section; set its keys instead (--set {dotted}.KEY=VALUE)")
+    if not empty:  # a null written out: the type checks take it from here
+        return
+    typed, tp = declared_type(dotted)
+    if typed and not type_ok(None, tp):
+        raise ConfigError(f"--set {dotted}: empty value; {dotted.rpartition('.')[2]} must be {_describe(tp)}")
+    if not typed and node is not None:
+        raise ConfigError(f"--set {dotted}: empty value; the profile has {node!r} here: give a value (or write null "
+                          "where null is meant)"[:300])
+
+
 def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
                  overrides: dict[str, Any] | Iterable[str] | None = None) -> dict[str, Any]:
     """Load a profile, apply dotted overrides, and record where it came from under ``_source``."""
@@ -659,10 +818,15 @@ def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: top level must be a mapping, got {type(cfg).__name__}")
     validate_profile(cfg, str(path))
+    empty: list[str] = []
     if overrides is not None and not isinstance(overrides, dict):
+        overrides = list(overrides)
+        empty = empty_overrides(overrides)
         overrides = parse_overrides(overrides)
     for k, v in (overrides or {}).items():
         check_override_key(cfg, k, "--set")
+        if v is None:
+            check_null_override(cfg, k, empty=k in empty)
         _set_dotted(cfg, k, v, "--set")
     cfg.setdefault("profile", path.stem)
     cfg.setdefault("seed", 0)

@@ -164,7 +164,8 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.P
 
     The one helper every output of the package goes through. A failure to write (no space, file too large,
     permission) is a :class:`UserError` naming ``path`` (or ``label``, the file the user knows, when ``path`` is a
-    hidden working file); on any failure the temporary file is removed.
+    hidden working file); on any failure the temporary file is removed, and so are the directories made for it
+    (nothing is left that was not there).
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "x.txt"
@@ -172,17 +173,26 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.P
     ...     _ = fh.write("whole")
     >>> p.read_text(), sorted(q.name for q in p.parent.iterdir())
     ('whole', ['x.txt'])
+    >>> try:
+    ...     with atomic_write(p.parent / "new" / "sub" / "y.txt", "w") as fh:
+    ...         raise ValueError("failed")
+    ... except ValueError:
+    ...     sorted(q.name for q in p.parent.iterdir())
+    ['x.txt']
     """
     p = Path(path)
+    made = _missing_dirs(p.parent)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        _remove_dirs(made)
         raise UserError(f"{_label(p, label)}: cannot create its directory ({exc.strerror or exc})") from None
     _remove_dead_temporaries(p)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         fh = open(tmp, mode, **open_kwargs)
     except OSError as exc:
+        _remove_dirs(made)
         raise _write_error(_label(p, label), exc) from None
     try:
         with fh:
@@ -193,6 +203,7 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.P
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        _remove_dirs(made)
         if getattr(exc, "filename", None) is not None and exc.filename != str(tmp) or exc.errno is None:
             raise  # an error of another file (an input read while writing) names itself; one without an errno was
             # raised by code in the block (a repository not available offline), not by writing (see write_errors)
@@ -200,7 +211,26 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.P
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        _remove_dirs(made)
         raise
+
+
+def _missing_dirs(directory: Path) -> list[Path]:
+    """``directory`` and its ancestors that do not exist yet, deepest first (what ``mkdir(parents=True)`` makes)."""
+    out = []
+    while not directory.exists() and directory != directory.parent:
+        out.append(directory)
+        directory = directory.parent
+    return out
+
+
+def _remove_dirs(dirs: list[Path]) -> None:
+    """Remove the directories a failed write made, deepest first; one that something else now holds stays."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return
 
 
 def _remove_dead_temporaries(path: Path) -> None:

@@ -541,5 +541,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None, help="directory for artifacts/ and figures/ (default: project root)")
     p.add_argument("--force", action="store_true", help="rerun notebooks even when their cache key matches")
     p.add_argument("--seed", type=non_negative_int, default=None, help="one seed for every random source (overrides the profile)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="profile override, e.g. train.max_steps=3")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="profile override, e.g. train.max_steps=3; KEY= (empty) is null, taken only where the key "
+                        "takes null (tasks.limit= : every task)")
     p.set_defaults(func=_cmd_reproduce)

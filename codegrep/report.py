@@ -570,6 +570,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
         dirs = run_dirs(results)
         if not dirs:
             raise UserError(f"--results {results}: no committed run with a per_instance.json")
+        from codegrep.files import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs({"--replicates": args.replicates},  # a committed run's record, read here
+                                  {str(d / "per_instance.json"): d / "per_instance.json" for d in dirs})
         doc = replicate_pairs(dirs)
         write_atomic(args.replicates, json.dumps(doc, indent=1) + "\n")
         print(replicates_text(doc))

@@ -52,6 +52,12 @@ RUN = {"r/final/config.json": "{}", "r/versions.json": "{}", "r/metrics.jsonl": 
     "grpo": {"num_generations": 2, "beta": 0.0, "learning_rate": 1e-6}, "initial_policy": "warm", "n_train_tasks": 2})}
 """A finished training run as ``codegrep export`` reads it (no weights: ``final/`` only needs its config.json)."""
 CI_TRAIN_YAML = (Path(__file__).resolve().parent.parent / "configs" / "train" / "ci.yaml").read_text()
+def _res(retriever: str, *ids: str) -> str:
+    """A results file ``codegrep evaluate`` could have written: one row per instance."""
+    return jl(*({"instance_id": i, "retriever": retriever, "ranked": ["a.py"], "files": ["a.py"], "gold": ["a.py"]}
+                for i in ids))
+
+
 CASES = [
     # ---- task files (codegrep.data.tasks): wrong shapes, silent results, encodings
     Case("task row is a list", ["tasks", "stats", f"{T}/t.jsonl"], ["t.jsonl:1", "JSON object"],
@@ -110,6 +116,17 @@ CASES = [
     Case("evaluate resume file not UTF-8", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
                                             "--profile", "ci", "--out", f"{T}/r.jsonl"], ["r.jsonl:1"],
          {"t.jsonl": jl(GOOD), "r.jsonl": b'{"instance_id": "\xff"}\n'}),
+    Case("compare a missing results file", ["compare", f"{T}/a.jsonl", f"{T}/nope.jsonl"], ["nope.jsonl", "no such"],
+         {"a.jsonl": _res("bm25", "o__n-0")}),
+    Case("compare one file", ["compare", f"{T}/a.jsonl"], ["at least two"], {"a.jsonl": _res("bm25", "o__n-0")}),
+    Case("compare files of other tasks", ["compare", f"{T}/a.jsonl", f"{T}/b.jsonl"], ["share no instance"],
+         {"a.jsonl": _res("bm25", "o__n-0"), "b.jsonl": _res("agent", "o__n-1")}),
+    Case("compare --reference not compared", ["compare", f"{T}/a.jsonl", f"{T}/b.jsonl", "--reference", "dense"],
+         ["--reference", "dense"], {"a.jsonl": _res("bm25", "o__n-0"), "b.jsonl": _res("agent", "o__n-0")}),
+    Case("compare results file with a corrupt line", ["compare", f"{T}/a.jsonl", f"{T}/b.jsonl"], ["b.jsonl:1"],
+         {"a.jsonl": _res("bm25", "o__n-0"), "b.jsonl": "GARBAGE\n" + _res("agent", "o__n-0")}),
+    Case("compare --out is an input", ["compare", f"{T}/a.jsonl", f"{T}/b.jsonl", "--out", f"{T}/b.jsonl"],
+         ["--out", "b.jsonl"], {"a.jsonl": _res("bm25", "o__n-0"), "b.jsonl": _res("agent", "o__n-0")}),
     Case("evaluate empty tasks file", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
                                        "--profile", "ci", "--out", f"{T}/r.jsonl"], ["t.jsonl", "no task rows"],
          {"t.jsonl": ""}),
@@ -602,6 +619,51 @@ CASES = [
     Case("train --set name=''", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "name=''", "--set",
                                  f"model={T}/nope"], ["--name", "must not be empty"]),
     Case("tool CALLS ''", ["tool", "--dir", T, ""], ["argument CALLS", "must not be empty"]),
+    # a TRL/transformers choice field misspelt: read from the config classes (field metadata, Enum annotations, TRL's
+    # documented values), refused at parse time naming the YAML file and the key; it failed when the trainer read it
+    *[Case(f"train YAML {key}: {value}", ["train", "--config", f"{T}/c.yaml", "--out", f"{T}/runs", "--set",
+                                          f"model={T}/nope"], ["c.yaml", f"{key}: unknown value '{bad}'", close],
+           {"c.yaml": re.sub(rf"(?m)^{key}:.*\n", "", CI_TRAIN_YAML) + f"{key}: {value}\n"})
+      for key, value, bad, close in (
+          ("loss_type", "dpao", "dpao", "'dapo'"), ("lr_scheduler_type", "cosin", "cosin", "'cosine'"),
+          ("optim", "adamw_torc", "adamw_torc", "'adamw_torch'"), ("report_to", "wandbb", "wandbb", "'wandb'"),
+          ("report_to", "[tensorboard, wandbb]", "wandbb", "'wandb'"), ("log_level", "debg", "debg", "'debug'"),
+          ("scale_rewards", "grop", "grop", "'group'"), ("save_strategy", "stepz", "stepz", "'steps'"))],
+    Case("train --set loss_type=dpao", ["train", "--config", "ci", "--out", f"{T}/runs", "--set", "loss_type=dpao",
+                                        "--set", f"model={T}/nope"], ["--set loss_type", "'dpao'", "dapo, bnpo"]),
+    Case("reproduce --set train.loss_type=dpao", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                  "--set", "train.loss_type=dpao", "--set",
+                                                  "notebooks.03_training.ceiling_tasks=-1"],
+         ["--set train.loss_type", "'dapo'"]),  # (the old code stopped at the notebook parameter, after it)
+    # --set KEY= (empty): null only where the key takes null; it dropped a whole section, replaced a profile value by
+    # null where nothing types the key, and reached TrlParser as the string 'None' (a run named None, runs in ./None)
+    *[Case(f"reproduce --set {item}", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o", "--set",
+                                       item, "--set", "notebooks.03_training.ceiling_tasks=-1"], names)
+      for item, names in (("agent=", ["--set agent", "whole"]), ("retrievers.bm25=null", ["--set retrievers.bm25", "whole"]),
+                          ("train.config=", ["--set train.config", "empty value", "ci.yaml"]),
+                          ("seed=", ["--set seed", "empty value", "integer"]))],
+    Case("downstream --set downstream.agent=", ["downstream", "--tasks", "mined", "--candidates", "none", "--out",
+                                                f"{T}/d.jsonl", "--set", "downstream.agent="],
+         ["--set downstream.agent", "empty value"]),
+    *[Case(f"train --set {key}=", ["train", "--config", "ci", *(["--out", f"{T}/runs"] if key != "out" else []),
+                                   "--set", f"{key}=", *(["--set", f"model={T}/nope"] if key != "model" else [])],
+           [f"--set {key}", "no value", what])
+      for key, what in (("out", "a string"), ("model", "a string"), ("loss_type", "a string"),
+                        ("max_steps", "an integer"), ("sft_sources", "a list"))],
+    # an output over a file the command reads: refused before the work, as --out over --tasks is
+    Case("report --replicates over a committed per_instance.json",
+         ["report", "--results", f"{T}/res", "--replicates", f"{T}/res/smoke/per_instance.json"],
+         ["--replicates", "res/smoke/per_instance.json", "is also an input"],
+         {"res/smoke/per_instance.json": json.dumps({"run_commit": "c", "p_at_1": {
+             "x/GRPO": {"a": 1.0, "b": 0.0}, "x/warm_start": {"a": 0.0, "b": 0.0}}})}),
+    Case("ablation study --result over its --config (written after the training)",
+         ["ablation", "study", "--config", f"{T}/s.yaml", "--seeds", "2", "--out", f"{T}/o", "--result", f"{T}/s.yaml"],
+         ["--result", "s.yaml", "is also an input (--config)"],
+         {"s.yaml": re.sub(r"(?m)^model:.*$", "model: ./nope-model",
+                           (Path(__file__).resolve().parent.parent / "configs/train/study.yaml").read_text())}),
+    Case("bench decode --result over its --profile", ["bench", "decode", "--profile", f"{T}/p.yaml", "--result",
+                                                      f"{T}/p.yaml", "--model", f"{T}/nope"],
+         ["--result", "p.yaml", "is also an input (--profile)"], {"p.yaml": "profile: p\n"}),
     Case("tool --repo '   '", ["tool", "--repo", "   ", '{"name": "grep", "arguments": {"pattern": "x"}}'],
          ["argument --repo", "must not be empty", "'   '"]),
 ]
@@ -711,6 +773,8 @@ def test_evaluate_a_repository_not_available_offline_is_said_as_such_not_as_a_wr
     last = err.strip().splitlines()[-1]
     assert rc == 2 and "Traceback" not in err, err
     assert last.startswith("codegrep evaluate: error: repository o/n at commit " + "a" * 40), last
+    # stopped before its first row: no empty hidden .r.jsonl.partial is left for a next run to "resume" from
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "repos", "t.jsonl"]
     assert "not available offline" in last and "cannot write" not in last, last
 
 
@@ -822,6 +886,22 @@ def test_tool_names_a_commit_that_is_not_there(tmp_path, capsys):
     assert err.strip() == f"codegrep tool: error: --commit nosuch: not a commit of the git repository {tmp_path / 'r'}"
 
 
+
+def test_tool_names_a_commit_the_default_repository_lacks(tmp_path, capsys, monkeypatch):
+    """``tool --commit`` without ``--repo`` (the default-set repository): the line said git's command line with an
+    empty reason (``git rev-parse --verify --quiet abc^{commit} in ... failed:``), not the argument."""
+    from conftest import commit_all
+
+    import codegrep.env.bench as bench
+
+    commit_all(tmp_path / "r", {"a.py": "x = 1\n"})
+    monkeypatch.setattr(bench, "default_bench_repo", lambda: (tmp_path / "r", "HEAD"))
+    rc, out, err = run_cli(["tool", "--commit", "nosuch", '{"name": "read", "arguments": {"path": "a.py"}}'], capsys)
+    assert rc == 2 and not out and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == ("codegrep tool: error: --commit nosuch: not a commit of the default-set "
+                                            f"repository {tmp_path / 'r'} (no --repo given)")
+
+
 # ----------------------------------------------------------------------------- the other side: bugs
 
 
@@ -924,3 +1004,31 @@ def test_a_train_yaml_may_give_scale_rewards_as_trl_documents_it(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(re.sub(r"(?m)^scale_rewards:.*$", "scale_rewards: false", CI_TRAIN_YAML))
     assert parse_train_args(path).grpo.scale_rewards == "none"
+
+
+def test_an_empty_set_value_is_null_where_the_key_takes_null(tmp_path):
+    """``--set KEY=`` is null where the key takes null: a profile's ``tasks.limit=`` (every task), and ``codegrep
+    train``'s ``name=``/``warm_start_dir=`` (TrlParser's command line made them the string 'None': a run named None,
+    demonstrations under ./None)."""
+    from codegrep.config import load_profile, parse_overrides
+    from codegrep.rl.training_run import parse_train_args
+
+    assert load_profile("ci", ["tasks.splits.train.limit=", "env.pool_root="])["tasks"]["splits"]["train"]["limit"] is None
+    cg = parse_train_args("ci", parse_overrides(["name=", "warm_start_dir=", "train_tasks=null"])).codegrep
+    assert (cg.name, cg.warm_start_dir, cg.train_tasks) == (None, None, None)
+
+
+def test_every_shipped_train_yaml_passes_the_choice_check_and_trl_documents_its_choices():
+    """The choices read from TRL's docstring (``loss_type``, ``scale_rewards`` annotate ``str``) are found, and every
+    shipped train YAML's values are among them: a TRL upgrade that rewords its docstring shows here."""
+    from trl import GRPOConfig
+
+    from codegrep.config import field_choices
+    from codegrep.rl.training_run import _check_choices, _yaml_settings
+
+    assert {"dapo", "grpo", "dr_grpo"} <= set(field_choices(GRPOConfig, "loss_type"))
+    assert set(field_choices(GRPOConfig, "scale_rewards")) == {"group", "batch", "none"}
+    assert "cosine" in field_choices(GRPOConfig, "lr_scheduler_type") and field_choices(GRPOConfig, "seed") is None
+    assert field_choices(GRPOConfig, "trackio_static_space_id") is None  # str | Literal[False]: any string
+    for path in sorted((Path(__file__).resolve().parent.parent / "configs" / "train").glob("*.yaml")):
+        _check_choices(_yaml_settings(path), set(), path)

@@ -97,8 +97,9 @@ def test_unknown_input_and_offline_hub_id(tmp_path, monkeypatch):
 
 def test_a_run_without_its_issue_text_gives_no_demonstration(tmp_path, capsys):
     """A run whose messages are missing (a dataset that dropped them, a run that crashed before its first call) has
-    no issue text; its diff and verdict still make its record useful, but a demonstration of it was an episode whose
-    issue is empty ("Issue:\\n\\n") that submits the fix's files: a warm start would learn to answer nothing."""
+    no issue text; a demonstration of it was an episode whose issue is empty ("Issue:\\n\\n") that submits the fix's
+    files: a warm start would learn to answer nothing. Its diff and verdict made its record useful; with no step it
+    is not (nothing the run did led to the fix)."""
     f = "pkg/a.py"
     patch = f"diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n"
     traj = {"trajectory_format": "mini-swe-agent-1", "instance_id": "acme__pkg-1", "info": {"submission": patch},
@@ -109,7 +110,7 @@ def test_a_run_without_its_issue_text_gives_no_demonstration(tmp_path, capsys):
     assert main(["mine", str(tmp_path / "acme__pkg-1.traj.json"), "--out", str(out), "--demonstrations",
                  str(demos)]) == 0
     stats = _last_json(capsys)
-    assert stats["records"] == 1 and stats["useful"] == 1 and stats["demonstrations"] == 0
+    assert stats["records"] == 1 and stats["useful"] == 0 and stats["demonstrations"] == 0
     assert demos.read_text() == ""
 
 
@@ -309,3 +310,18 @@ def test_a_kotlin_test_source_sets_data_file_is_a_test_as_the_one_rule_says():
 
     for path in ("app/src/androidTest/assets/fixture.json", "lib/src/commonTest/resources/golden.txt"):
         assert is_test(path) and is_test_path(path), path
+
+
+def test_a_dotnet_test_project_and_a_swift_test_target_are_test_folders():
+    """JamesNK/Newtonsoft.Json keeps its tests in ``Src/Newtonsoft.Json.Tests/`` (the .NET convention, one project per
+    ``*.Tests``/``*.UnitTests`` folder) and SwiftPM in ``Tests/<Target>Tests/``: only files named ``*Test(s).cs`` were
+    tests, so 574 of its 945 ``.cs`` files (``TestObjects/Person.cs``...) were source to the retrievers, mining and the
+    grep view."""
+    from codegrep.data.paths import is_test_path
+    from codegrep.mining.targets import is_test
+
+    for path in ("Src/Newtonsoft.Json.Tests/TestObjects/Person.cs", "src/Shop.UnitTests/Fakes/Clock.cs",
+                 "Tests/ShopTests/Fixtures.swift"):
+        assert is_test(path) and is_test_path(path), path
+    for path in ("Src/Newtonsoft.Json/JsonConvert.cs", "src/Shop.Testing/Clock.cs", "Sources/Shop/Latest.swift"):
+        assert not is_test(path) and not is_test_path(path), path

@@ -687,3 +687,151 @@ def test_a_script_that_stopped_before_its_write_edited_nothing_in_other_formats(
         ran = json.loads(json.dumps(row).replace("exit code 1", "exit code 0").replace("line 2, in", "line 4, in")
                          .replace("SyntaxError", "RuntimeError"))
         assert "moto/a.py" in [e.path for e in parse_row(ran).events if e.kind in ("edit", "create")], row
+
+
+def _answered(*calls: tuple[dict, str]) -> list[dict]:
+    """Tool-call messages each followed by the tool message that answered it."""
+    out: list[dict] = []
+    for n, (call, answer) in enumerate(calls):
+        call["tool_calls"][0]["id"] = f"call_{n}"
+        out += [call, {"role": "tool", "tool_call_id": f"call_{n}", "content": answer}]
+    return out
+
+
+def test_a_view_whose_output_says_it_failed_is_no_view():
+    """``cat missing.py`` ("No such file or directory"), ``sed -n`` on a path that is not there, one file of a
+    ``head`` of two, and a directory given to ``cat`` showed nothing of those files: they were counted as views (and
+    as viewed files). The same command is judged by each of its outputs (a failed rerun is not a cached success)."""
+    gone = ("<returncode>1</returncode>\n<output>\ncat: tests/serializers/models.py: No such file or directory\n"
+            "</output>")
+    rec = supervision_record(parse_row(_mini_run_outputs([
+        ("cat tests/serializers/models.py", gone),
+        ("sed -n '1,40p' bottle/gone.py", "<returncode>2</returncode>\n<output>\nsed: can't read bottle/gone.py: "
+                                          "No such file or directory\n</output>"),
+        ("head -n 3 bottle/a.py bottle/b.py", "<returncode>1</returncode>\n<output>\n==> bottle/a.py <==\nimport os\n"
+                                              "head: cannot open 'bottle/b.py' for reading: No such file or directory"
+                                              "\n</output>"),
+        ("cd bottle && cat ext", "<returncode>1</returncode>\n<output>\ncat: ext: Is a directory\n</output>"),
+        ("cat tests/serializers/models.py", "<returncode>0</returncode>\n<output>\nclass M: pass\n</output>"),
+        ("cat tests/serializers/models.py", gone)])))
+    assert rec.viewed_files == ["bottle/a.py", "tests/serializers/models.py"] and rec.n_views == 2
+
+
+def test_an_editor_view_that_errored_is_no_view():
+    """An editor ``view`` answered by an error (a bad ``view_range``, a missing path), SWE-agent's ``open`` of a file
+    that is not there and an OpenHands ``read`` answered by an error observation read nothing."""
+    view = "/workspace/getmoto__moto__4.1/moto/a.py"
+    gym = {"instance_id": "getmoto__moto-5865", "run_id": "r", "test_result": {"git_patch": ""}, "messages": [
+        {"role": "user", "content": _UPLOADED}, *_answered(
+            (_tool_call("str_replace_editor", command="view", path=view, view_range=[0, 40]),
+             "OBSERVATION:\nERROR:\nInvalid `view_range`: [0, 40]. Its first element `0` should be within [1, 90]"),
+            (_tool_call("str_replace_editor", command="view", path=view.replace("a.py", "gone.py")),
+             "ERROR:\nInvalid `path` parameter: /workspace/getmoto__moto__4.1/moto/gone.py. The path does not exist."),
+            (_tool_call("str_replace_editor", command="view", path=view, view_range=[1, 40]),
+             f"Here's the result of running `cat -n` on {view}:\n     1\timport os"))]}
+    swe = {"trajectory": [
+        {"action": "open moto/gone.py\n", "observation": "File moto/gone.py not found", "state": {}},
+        {"action": "open moto/a.py\n", "observation": "[File: /moto/moto/a.py (9 lines total)]\n1:import os",
+         "state": {}}], "info": {"submission": ""},
+        "history": [{"role": "user", "content": "ISSUE:\nx\n(Current directory: /moto)"}]}
+    oh = {"instance_id": "getmoto__moto-5865", "test_result": {"git_patch": ""}, "history": [
+        {"id": 1, "source": "agent", "action": "read", "args": {"path": view.replace("a.py", "gone.py")}},
+        {"id": 2, "source": "environment", "observation": "error", "cause": 1,
+         "content": f"File not found: {view.replace('a.py', 'gone.py')}."},
+        {"id": 3, "source": "agent", "action": "read", "args": {"path": view}},
+        {"id": 4, "source": "environment", "observation": "read", "cause": 3, "content": "import os"}]}
+    for row in (gym, swe, oh):
+        assert [(e.kind, e.path) for e in parse_row(row).events] == [("view", "moto/a.py")], row
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("ruby -i -pe 'gsub(/old/, %q(new))' lib/a.rb", [("edit", "lib/a.rb")]),
+    ("ruby -r json -pi.orig -e 'x' lib/a.rb", [("edit", "lib/a.rb")]),
+    ("ruby -ne 'print if /def/' lib/a.rb", [("view", "lib/a.rb")]),
+    ("perl -MList::Util=sum -lne 'print' pkg/a.py", [("view", "pkg/a.py")]),  # -M's value is no -i
+    ("perl -Mwarnings -ne 'print' pkg/a.py", [("view", "pkg/a.py")]),
+    ("perl -0777 -pi -e 's/a/b/' pkg/a.py", [("edit", "pkg/a.py")]),
+    ("gofmt -w cmd/main.go && goimports -w cmd/util.go", [("edit", "cmd/main.go"), ("edit", "cmd/util.go")]),
+    ("gofmt -l cmd/main.go", [("run", None)]),  # prints the files it would change
+    ("npx prettier --write src/app.ts", [("edit", "src/app.ts")]),
+    ("prettier --check src/app.ts", [("run", None)]),
+    ("black -l 100 pkg/a.py && ruff format pkg/b.py", [("edit", "pkg/a.py"), ("edit", "pkg/b.py")]),
+    ("black --check pkg/a.py", [("run", None)]),
+    ("python -m black pkg/a.py", [("run", None), ("edit", "pkg/a.py")]),
+    ("ruff check --fix pkg/a.py && isort pkg/b.py", [("edit", "pkg/a.py"), ("edit", "pkg/b.py")]),
+    ("autopep8 -i pkg/a.py && yapf --in-place pkg/b.py", [("edit", "pkg/a.py"), ("edit", "pkg/b.py")]),
+    ("clang-format -i src/a.cc", [("edit", "src/a.cc")]),
+    ("black .", [("edit", "*")]),  # a directory: files under it, no one file
+    ("sed -i -f fix.sed pkg/a.py", [("edit", "pkg/a.py")]),  # the script is a file: every word is a file
+    ("sed --in-place=.bak -e 's/a/b/' pkg/a.py", [("edit", "pkg/a.py")]),
+])
+def test_in_place_writers_are_edits(command, expected):
+    """``ruby -i``, formatters that rewrite their files (``gofmt -w``, ``prettier --write``, ``black``, ``ruff
+    format``) and ``sed -i -f`` were runs (or no edit); ``perl -M...`` with an ``i`` in the module name was an edit."""
+    assert [(e.kind, e.path) for e in parse_shell(command)] == expected
+
+
+def test_a_formatter_run_on_its_files_is_an_edit_of_them():
+    rec = supervision_record(parse_row(_mini_run(["cat bottle.py", "gofmt -w bottle/x.go", "cat README.md"])))
+    assert rec.patch_source == "actions" and rec.target_files == ["bottle/x.go"]
+    assert rec.context_files == ["bottle.py"]
+
+
+@pytest.mark.parametrize("new_file, label", [
+    ("bottle/check.py", "target"), ("bottle/temp_units.py", "target"), ("bottle/my_widgets.py", "target"),
+    ("bottle/reproduce_bug.py", "scratch"),  # an agent's own word, wherever it lies
+    ("bottle/demo_app/models.py", "scratch"),  # a directory the run never knew
+    ("check_fix.py", "scratch"),  # the top level
+])
+def test_an_ordinary_module_word_does_not_make_a_new_source_file_scratch(new_file, label):
+    """``check``, ``temp``, ``my`` ... made any new file scratch: a new ``bottle/check.py`` beside the package files
+    the run read is a module of the fix."""
+    diff = _diff("bottle/app.py") + (f"diff --git a/{new_file} b/{new_file}\nnew file mode 100644\n--- /dev/null\n"
+                                     f"+++ b/{new_file}\n@@ -0,0 +1 @@\n+x = 1\n")
+    rec = supervision_record(parse_row(_mini_run(["cat bottle/app.py", "grep -rn route bottle/"], diff)))
+    assert {**{f: "target" for f in rec.target_files}, **rec.excluded_files}[new_file] == label
+
+
+def test_a_run_of_zero_steps_is_not_useful():
+    """A resolved run whose diff names a target but that shows no step (every turn a format error, a cut row) has
+    no exploration to learn from: it was counted useful and made a demonstration."""
+    row = {"instance_id": "getmoto__moto-5865", "messages": [{"role": "user", "content": _UPLOADED}],
+           "patch": _diff("moto/a.py"), "resolved": True}
+    rec = supervision_record(parse_row(row))
+    assert rec.n_steps == 0 and rec.target_files == ["moto/a.py"] and not rec.useful
+    row["messages"].append(_tool_call("bash", command="cat moto/a.py"))
+    rec = supervision_record(parse_row(row))
+    assert rec.n_steps == 1 and rec.useful
+
+
+def test_claude_code_tool_calls_are_read():
+    """Claude Code's tools (``Bash``, ``Read``, ``Edit``, ``MultiEdit``, ``Write``, ``Grep``, ``Glob``) as OpenAI
+    ``tool_calls`` and as Anthropic ``tool_use`` blocks gave no event; a ``Read`` answered by an error reads nothing."""
+    root = "/workspace/getmoto__moto__4.1"
+    calls = [("Glob", {"pattern": "**/athena/*.py"}), ("Grep", {"pattern": "def list_named", "path": f"{root}/moto"}),
+             ("Read", {"file_path": f"{root}/moto/gone.py"}), ("Read", {"file_path": f"{root}/moto/athena/models.py",
+                                                                      "offset": 100, "limit": 50}),
+             ("Edit", {"file_path": f"{root}/moto/athena/models.py", "old_string": "a", "new_string": "b"}),
+             ("MultiEdit", {"file_path": f"{root}/moto/athena/responses.py", "edits": []}),
+             ("Write", {"file_path": f"{root}/repro.py", "content": "import moto"}),
+             ("Bash", {"command": "python repro.py", "description": "run it"})]
+    answers = ["", "", "<tool_use_error>File does not exist.</tool_use_error>", "   100\tclass X:", "", "", "", ""]
+    expected = [("find", "", "**/athena/*.py", None), ("search", "moto", "def list_named", None),
+                ("view", "moto/athena/models.py", None, (100, 149)), ("edit", "moto/athena/models.py", None, None),
+                ("edit", "moto/athena/responses.py", None, None), ("create", "repro.py", None, None),
+                ("run", None, None, None)]
+    openai = [m for n, (name, args) in enumerate(calls) for m in (
+        {"role": "assistant", "content": "", "tool_calls": [{"id": f"t{n}", "type": "function", "function": {
+            "name": name, "arguments": json.dumps(args)}}]},
+        {"role": "tool", "tool_call_id": f"t{n}", "content": answers[n]})]
+    anthropic = [m for n, (name, args) in enumerate(calls) for m in (
+        {"role": "assistant", "content": [{"type": "text", "text": "next"},
+                                          {"type": "tool_use", "id": f"tu{n}", "name": name, "input": args}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"tu{n}", "content": answers[n],
+                                      "is_error": n == 2}]})]
+    for messages in (openai, anthropic):
+        row = {"instance_id": "getmoto__moto-5865", "run_id": "r", "test_result": {"git_patch": ""},
+               "messages": [{"role": "user", "content": _UPLOADED}, *messages]}
+        traj = parse_row(row)
+        assert traj.n_steps == len(calls)
+        assert [(e.kind, e.path, e.pattern, e.lines) for e in traj.events] == expected

@@ -134,6 +134,18 @@ def test_nothing_parsed_exits_2_naming_the_files(tmp_path, capsys):
     _one_line_error(err, "0 of 2 trajectories parsed", "a.traj.json", "b.json")
 
 
+def test_a_failed_run_leaves_no_output_directory_behind(tmp_path, capsys):
+    """``--out newdir/x.jsonl`` made ``newdir/`` (and the demonstrations' sibling) before mining, and a run where
+    nothing parsed left it there: nothing is left that was not there."""
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "a.traj.json").write_text('{"messages": [')
+    rc, _, err = _run(capsys, "mine", str(d), "--out", str(tmp_path / "newdir" / "sub" / "r.jsonl"), "--workers", "1")
+    assert rc == 2
+    _one_line_error(err, "0 of 1 trajectories parsed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad"]
+
+
 def test_empty_directory_exits_2(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     rc, _, err = _run(capsys, "mine", str(tmp_path / "empty"), "--out", str(tmp_path / "r.jsonl"))

@@ -170,3 +170,31 @@ def test_unreachable_endpoint_is_a_tool_error_and_the_server_keeps_serving(shop_
 
     first, second = asyncio.run(asyncio.wait_for(calls(), timeout=120))
     assert "retrieval failed" in error_text(first) and "retrieval failed" in error_text(second)
+
+
+def test_an_unknown_argument_is_a_tool_error_naming_it_and_the_accepted_ones(shop_repo: Path, tmp_path: Path):
+    """The SDK's argument model took extra keys and dropped them: ``repo`` (for ``repo_path``) searched the served
+    repository as if nothing had been said. Now a tool error names it, a close match and the accepted arguments,
+    and the input schema says ``additionalProperties: false``; the server keeps serving."""
+    from codegrep.serve.mcp_server import ServeConfig, build_server
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    async def calls():
+        from mcp import Client
+
+        async with Client(build_server(ServeConfig(repo=shop_repo))) as client:
+            schema = (await client.list_tools()).tools[0].input_schema
+            results = [await client.call_tool(TOOL_NAME, args) for args in (
+                {"query": DISCOUNT_QUERY, "repo": str(elsewhere)}, {"query": DISCOUNT_QUERY, "maxfiles": 1},
+                {"query": DISCOUNT_QUERY, "max_files": 1})]
+            return schema, results
+
+    schema, (repo, maxfiles, good) = asyncio.run(asyncio.wait_for(calls(), timeout=120))
+    assert schema["additionalProperties"] is False and schema["required"] == ["query"]
+    text = error_text(repo)
+    assert "unknown argument 'repo'" in text and "did you mean 'repo_path'" in text
+    assert "query, repo_path, max_files, commit" in text
+    assert "unknown argument 'maxfiles'" in error_text(maxfiles) and "'max_files'" in error_text(maxfiles)
+    assert not good.is_error and [f["path"] for f in good.structured_content["files"]] == ["src/shop/cart.py"]

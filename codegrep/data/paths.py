@@ -12,9 +12,12 @@ SOURCE_SUFFIXES = (".py", ".pyx", ".pxd", ".pyi", ".c", ".h", ".cc", ".cpp", ".c
                    ".scala", ".js", ".jsx", ".ts", ".tsx", ".go", ".rs", ".rb", ".php", ".cs", ".swift", ".m",
                    ".jl", ".r", ".lua", ".pl", ".sh", ".f", ".f90", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte",
                    ".dart", ".hs", ".ex", ".exs", ".erl", ".ml", ".mli", ".clj", ".cljs", ".groovy", ".kts", ".cu",
-                   ".cuh", ".zig", ".mm", ".hh", ".hxx")
+                   ".cuh", ".zig", ".mm", ".hh", ".hxx", ".inl", ".ipp", ".tpp", ".pm", ".rake", ".gemspec", ".erb",
+                   ".fs", ".fsx", ".vb", ".cshtml", ".razor")
 """Source-code suffixes: what the retrievers index by default, what mining's other-language test rule and the
-downstream replay's path finder recognise (docs, notebooks, data and config files are not source)."""
+downstream replay's path finder recognise (docs, notebooks, data and config files are not source). C++'s inline and
+template bodies (``.inl``, ``.ipp``, ``.tpp``), Perl's modules (``.pm``: a Perl library is nothing else), Ruby's rake
+tasks, gemspecs and ERB views, F#, VB.NET and Razor views count too."""
 
 
 def suffix_alternation(suffixes: tuple[str, ...]) -> str:
@@ -33,16 +36,20 @@ TEST_DIRS = frozenset({"test", "tests", "testing", "unittests", "__tests__", "sp
                        "__snapshots__"})
 """Folder names whose files are tests or their data, wherever they sit in the path (``__tests__``: Jest; ``spec``:
 RSpec, Jasmine; ``testdata``: the go tool's fixtures; ``__snapshots__``: Jest's recorded outputs)."""
-_SOURCE_SET_TEST = re.compile(r"^[a-z][A-Za-z]*Test$")
-"""Kotlin Multiplatform and Android source sets of tests (``commonTest/``, ``jvmTest/``, ``androidTest/``)."""
+_SOURCE_SET_TEST = re.compile(r"^(?:[a-z][A-Za-z]*Test|[A-Z][\w.]*\.(?:[A-Z][a-z]+)?Tests?|(?:[A-Z][A-Za-z]*)?Tests)$")
+"""Kotlin Multiplatform and Android source sets of tests (``commonTest/``, ``jvmTest/``, ``androidTest/``), .NET test
+projects (``Newtonsoft.Json.Tests/``, ``Shop.UnitTests/``), SwiftPM/Xcode test targets (``Tests/``, ``AppTests/``)."""
 
 
 def is_test_dir(name: str) -> bool:
     """Whether a folder of this name holds tests or their data wherever it sits (:data:`TEST_DIRS`, or a Kotlin/Android
-    test source set): the one folder rule of :func:`is_test_path` and mining's ``targets.is_test``.
+    test source set, a .NET test project, a Swift test target): the one folder rule of :func:`is_test_path` and
+    mining's ``targets.is_test``.
 
     >>> is_test_dir("testdata"), is_test_dir("androidTest"), is_test_dir("Test"), is_test_dir("contest")
     (True, True, False, False)
+    >>> is_test_dir("Shop.Api.Tests"), is_test_dir("Shop.UnitTests"), is_test_dir("AppTests"), is_test_dir("Contests")
+    (True, True, True, False)
     """
     return name in TEST_DIRS or bool(_SOURCE_SET_TEST.match(name))
 

@@ -27,7 +27,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, help="results JSONL, one DownstreamResult per instance")
     p.add_argument("--profile", default="smoke", help="profile whose 'downstream' section configures the agent")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
-                   help="profile override, e.g. downstream.mini_swe_agent.step_limit=30")
+                   help="profile override, e.g. downstream.mini_swe_agent.step_limit=30; KEY= (empty) is null, "
+                        "taken only where the key takes null")
     p.add_argument("--compare", default=None, help="a previous --out to compare with (paired statistics)")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="a seeded sample of N of the tasks (their order kept; the rule of every task limit)")
@@ -300,7 +301,8 @@ def register_verify(subparsers: Any) -> None:
     v.add_argument("--out", default=None, help="write the verdicts / trust table here as JSON")
     v.add_argument("--profile", default="smoke", help="profile whose downstream.verify section configures it")
     v.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
-                   help="profile override, e.g. downstream.verify.timeout=300")
+                   help="profile override, e.g. downstream.verify.timeout=300; KEY= (empty) is null, taken only "
+                        "where the key takes null")
     v.set_defaults(func=cmd_verify)
 
 

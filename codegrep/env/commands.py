@@ -46,6 +46,12 @@ def _repo_and_commit(args: argparse.Namespace) -> tuple:
 
     git_dir, commit = default_bench_repo()
     print(f"codegrep: no --repo given; using the largest default-set repository {git_dir}", file=sys.stderr)
+    if args.commit:  # git's command line and its empty reason were the message
+        from codegrep.data.repos import has_commit
+
+        if not has_commit(git_dir, args.commit):
+            raise ValueError(f"--commit {args.commit}: not a commit of the default-set repository {git_dir} (no --repo "
+                             "given)")
     return git_dir, args.commit or commit
 
 

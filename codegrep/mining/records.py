@@ -69,8 +69,9 @@ class SupervisionRecord:
 
     @property
     def useful(self) -> bool:
-        """Fit to supervise a retriever: resolved, with at least one target file."""
-        return bool(self.resolved) and bool(self.target_files)
+        """Fit to supervise a retriever: resolved, with at least one target file, and at least one agent action (a
+        run of zero steps shows no exploration to learn from: its patch came from nothing the run did)."""
+        return bool(self.resolved) and bool(self.target_files) and self.n_steps > 0
 
     def to_dict(self) -> dict[str, Any]:
         d = {f: getattr(self, f) for f in _FIELD_NAMES}  # shallow: asdict's deep copies cost more than mining
@@ -94,6 +95,16 @@ def repo_from_instance_id(instance_id: str) -> str:
     """
     m = _REPO_FROM_ID.match(_SWE_SMITH_SUFFIX.sub("", instance_id))
     return f"{m.group(1)}/{m.group(2)}" if m else ""
+
+
+def _leading(path: str) -> list[str]:
+    """Every leading part of a path: the directories it lies in, and itself.
+
+    >>> _leading("pkg/sub/a.py")
+    ['pkg', 'pkg/sub', 'pkg/sub/a.py']
+    """
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _ordered(paths: list[str]) -> list[str]:
@@ -161,8 +172,9 @@ def supervision_record(traj: Trajectory, task: Task | None = None) -> Supervisio
     added = new_files(patch) if source == "patch" else set()
     created = created_files(events, {f for f in changed if f not in added} if source == "patch" else frozenset())
     fresh = added if source == "patch" else created
-    known = frozenset(e.path.split("/")[0] for e in events if in_repo(e.path) and e.path not in created
-                      and e.path not in fresh and e.kind != "create") | {f.split("/")[0] for f in changed if f not in fresh}
+    known = frozenset(part for e in events if in_repo(e.path) and e.path not in created and e.path not in fresh
+                      and e.kind != "create" for part in _leading(e.path)) \
+        | {part for f in changed if f not in fresh for part in _leading(f)}
     labels = {f: classify(f, f in fresh, f in created, known) for f in changed}
     targets = [f for f in changed if labels[f] == "target"]
     views, target_set = _views(events, created), set(targets)

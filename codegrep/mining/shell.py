@@ -22,7 +22,7 @@ _READERS = {"cat", "head", "tail", "less", "more", "nl", "bat", "view", "awk", "
 _SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
 _QUIET = {"cd", "echo", "printf", "export", "true", "false", "pwd", "which", "source", "clear", "sleep", "set",
           "unset", "alias", "type", "history", "exit", "wc", "sort", "uniq", "cut", "tr", "env"}
-_WRAPPERS = {"sudo", "time", "timeout", "nohup", "command", "exec", "stdbuf"}
+_WRAPPERS = {"sudo", "time", "timeout", "nohup", "command", "exec", "stdbuf", "npx", "uvx"}
 _KEYWORDS = {"if", "then", "elif", "else", "while", "until", "do", "!", "{"}
 """Reserved words that open a compound command or one of its parts: the command after them is an ordinary one
 (``if grep -q x f; then sed -i ... f; fi``, ``for f in ...; do cat f; done``, ``{ cat a; cat b; } | head``)."""
@@ -35,14 +35,38 @@ _VALUED = {
     "rg": {"-e", "-f", "-g", "--glob", "-t", "--type", "-T", "--type-not", "-m", "-A", "-B", "-C", "-M",
            "--max-count", "--context", "--iglob", "-j", "--threads"},
     "head": {"-n", "-c"}, "tail": {"-n", "-c"}, "nl": {"-b", "-w", "-s", "-v", "-i"},
-    "sed": {"-e", "--expression", "-f", "-l"}, "awk": {"-F", "-v", "-f"}, "timeout": {"-s", "-k", "--signal"},
+    "sed": {"-e", "--expression", "-f", "--file", "-l"}, "awk": {"-F", "-v", "-f"}, "timeout": {"-s", "-k", "--signal"},
     "tree": {"-L", "-I", "-P", "-o", "--filelimit"}, "ls": {"-I", "--ignore", "-w", "--width", "-T"},
     "xargs": {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
               "--max-procs", "--max-lines", "--max-chars"},
     "truncate": {"-s", "--size", "-r", "--reference"}, "dos2unix": {"-c", "--convmode", "-m", "--add-bom"},
+    "black": {"-l", "--line-length", "-t", "--target-version", "--config", "--include", "--exclude",
+              "--extend-exclude", "--force-exclude", "-W", "--workers"},
+    "ruff": {"--config", "--line-length", "--target-version", "--select", "--ignore", "--extend-select",
+             "--exclude", "--extend-exclude", "--stdin-filename"},
+    "isort": {"-l", "--line-length", "-p", "--project", "--settings-path", "--sp", "--profile", "-m", "--multi-line"},
+    "prettier": {"--config", "--parser", "--tab-width", "--print-width", "--ignore-path", "--plugin",
+                 "--trailing-comma", "--end-of-line"},
+    "yapf": {"--style", "-l", "--lines", "-e", "--exclude", "-p"}, "gofmt": {"-r"},
+    "autopep8": {"--max-line-length", "--select", "--ignore", "-j", "--jobs", "--exclude"},
+    "autoflake": {"--imports", "--exclude"}, "rustfmt": {"--edition", "--config", "--config-path", "--emit"},
+    "eslint": {"-c", "--config", "--ext", "--rule", "--parser", "--ignore-path"},
 }
 _CONVERTERS = frozenset({"dos2unix", "unix2dos", "mac2unix", "unix2mac"})
-"""Line-ending converters: they rewrite their files in place (``-n IN OUT``: write OUT from IN)."""
+"""Line-ending converters (in ``_IN_PLACE``; ``-n IN OUT``: write OUT from IN)."""
+_IN_PLACE = {
+    **{name: ((), ("-i", "--info")) for name in _CONVERTERS},
+    "black": ((), ("--check", "--diff")), "ruff format": ((), ("--check", "--diff")),
+    "ruff check": (("--fix", "--unsafe-fixes"), ("--diff",)),
+    "isort": ((), ("--check-only", "--check", "-c", "--diff")),
+    "autopep8": (("-i", "--in-place"), ("-d", "--diff")), "yapf": (("-i", "--in-place"), ("-d", "--diff")),
+    "autoflake": (("-i", "--in-place"), ("-c", "--check", "--check-diff")), "gofmt": (("-w",), ()),
+    "goimports": (("-w",), ()), "prettier": (("--write", "-w"), ("--check", "-c", "--list-different", "-l")),
+    "clang-format": (("-i",), ()), "rustfmt": ((), ("--check",)), "eslint": (("--fix",), ("--fix-dry-run",)),
+}
+"""THE list of programs that rewrite the files they are given in place (besides ``sed -i``, ``perl``/``ruby -i`` and
+``truncate``, whose scripts or sizes need their own reading): program (or ``program subcommand``) -> (the options one
+of which makes it write, none: it always does; the options that make it only report). Their files are edits."""
 _SED_SCRIPTS = frozenset({"-e", "--expression"})
 """sed's script options: each may be given several times, and the script is all of them, one a line."""
 _SED_IN_PLACE = re.compile(r"^-[nrEsuz]*i")  # -i, -i.bak, and -i in a flag cluster: -Ei, -ni
@@ -127,7 +151,33 @@ class _Context:
             self.files[path] = self.files[path] + "\n" + text if append else text
 
     def event(self, kind: str, raw_path: str | None = None, **kw) -> Event:
-        return Event(kind, self.step, self.path(raw_path) if raw_path is not None else None, **kw)
+        """The event of ``raw_path``; a view the recorded output says failed (``unread``) names no file."""
+        path = self.path(raw_path) if raw_path is not None else None
+        if kind == "view" and path is not None and self.output and unread(raw_path, self.output):
+            path = None  # dropped with the events that name no file
+        return Event(kind, self.step, path, **kw)
+
+
+_UNREAD = re.compile(r"No such file or directory|Is a directory|Not a directory|Permission denied|does not exist")
+"""What a program prints when it could not read a file (the system's ENOENT, EISDIR, ENOTDIR, EACCES; ``git show``'s
+``path 'x' does not exist``)."""
+
+
+def unread(raw: str, output: str) -> bool:
+    """The recorded output of a command says it could not read ``raw``, the path as the command named it: a line of
+    ``_UNREAD`` that names it (``cat: x.py: No such file or directory``, ``sed: can't read x.py: ...``, ``head:
+    cannot open 'x.py' for reading: ...``, ``cat: pkg: Is a directory``).
+
+    >>> gone = "cat: pkg/x.py: No such file or directory"
+    >>> unread("pkg/x.py", gone), unread("x.py", gone), unread("pkg/x.py", "pkg/x.py: 1 line")
+    (True, False, False)
+    >>> unread("a.py", "head: cannot open 'a.py' for reading: No such file or directory"), unread("a.py", "1 import os")
+    (True, False)
+    """
+    if not _UNREAD.search(output):
+        return False
+    name = re.compile(r"(?<![\w./-])" + re.escape(raw) + r"(?![\w/-]|\.\w)")
+    return any(_UNREAD.search(line) and name.search(line) for line in output.splitlines() if raw in line)
 
 
 def _sed_lines(script: str) -> tuple[int, int] | None:
@@ -163,7 +213,8 @@ def _reader(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     if prog == "sed":
         if "-i" in opts and pos[:1] == [""]:
             pos.pop(0)  # BSD sed's -i '': an empty backup suffix, not the script
-        script = _sed_script(opts) or (pos.pop(0) if pos else "")
+        from_file = opts.keys() & {"-f", "--file"}  # sed -i -f fix.sed f: the script is a file, every word a file
+        script = _sed_script(opts) or ("" if from_file else pos.pop(0) if pos else "")
         if any(_SED_IN_PLACE.match(k) or k == "--in-place" for k in opts):
             return [ctx.event("edit", p) for p in pos]
         return [ctx.event("view", p, lines=lines) for p in pos for lines in _sed_ranges(script)]
@@ -204,52 +255,85 @@ def _awk_lines(script: str) -> tuple[int, int] | None:
     return start, int(b) - 1 if op2 == "<" else int(b)
 
 
-def _perl(args: list[str], ctx: _Context) -> list[Event]:
-    """``perl -pi -e SCRIPT f`` (``-i`` in any flag cluster, ``-i.bak``) edits ``f``; without ``-i`` it reads it.
+_SCRIPTED = {"perl": ("eE", "IMmFdDx", ""), "ruby": ("e", "rICEFxKTW", "rICE")}
+"""Interpreters that run a one-line program over files (``-i``: in place): program -> (the letters whose value is the
+next word, the program text; the letters whose value is the rest of their word; of those, the ones whose value is
+the next word when the rest is empty). ``-0``/``-l`` take digits only (``-0777``, ``-lne``); ``-i`` takes the rest
+of its word (the backup suffix: ``-i.bak``)."""
+
+
+def _one_liner(prog: str, args: list[str], ctx: _Context) -> list[Event]:
+    """``perl -pi -e SCRIPT f`` / ``ruby -i -pe SCRIPT f`` (``-i`` in any flag cluster, ``-i.bak``) edit ``f``;
+    without ``-i`` they read it (``_SCRIPTED``: a value such as ``-MList::Util`` or ``-r json`` is not a flag).
 
     >>> [(e.kind, e.path) for c in ("perl -pi -e 's/a/b/' x.py y.py", "perl -0777 -i.bak -pe 's/a/b/s' x.py",
     ...  "perl -ne 'print if 3..9' x.py", "perl fix.pl") for e in parse_shell(c)]
     [('edit', 'x.py'), ('edit', 'y.py'), ('edit', 'x.py'), ('view', 'x.py'), ('run', None)]
+    >>> [(e.kind, e.path) for c in ("perl -MList::Util=sum -lne 'print' x.py", "ruby -i -pe 'gsub(/a/, %q(b))' x.rb",
+    ...  "ruby -r json -pi.orig -e 'x' y.rb", "ruby -ne 'print if /def/' z.rb") for e in parse_shell(c)]
+    [('view', 'x.py'), ('edit', 'x.rb'), ('edit', 'y.rb'), ('view', 'z.rb')]
     """
+    scripts, rest, next_word = _SCRIPTED[prog]
     in_place, script, files, i = False, False, [], 0
     while i < len(args):
         a = args[i]
-        if a.startswith("-") and len(a) > 1 and not files:
-            flags = a[1:].split(".", 1)[0]
-            in_place = in_place or "i" in flags
-            if flags[-1:] in ("e", "E"):
-                script, i = True, i + 1  # the next word is the program text
+        if a.startswith("-") and len(a) > 1 and a != "--" and not files:
+            j = 1
+            while j < len(a):
+                letter = a[j]
+                if letter == "i":
+                    in_place = True
+                    break  # the rest of the word is the backup suffix
+                if letter in scripts:
+                    script, i = True, i + 1  # the next word is the program text
+                    break
+                if letter in rest:
+                    i += 1 if j + 1 == len(a) and letter in next_word else 0  # -r json: the next word is its value
+                    break
+                j += 1
+                while letter in "0l" and j < len(a) and a[j].isdigit():
+                    j += 1
+        elif a == "--" and not files:
+            pass
         elif not script:
             script = True  # the first operand is the program file
         else:
             files.append(a)
         i += 1
     if not files:  # a program that reads no file: a run
-        return [Event("run", ctx.step, command=" ".join(["perl", *args])[:200])]
+        return [Event("run", ctx.step, command=" ".join([prog, *args])[:200])]
     return [ctx.event("edit" if in_place else "view", f) for f in files]
 
 
 def _rewrite(prog: str, args: list[str], ctx: _Context) -> list[Event]:
-    """``truncate -s N f`` and the line-ending converters (``dos2unix f``) change their files in place: edits
-    (``truncate -s 0 f`` empties f, as ``> f`` does: a create); ``dos2unix -n IN OUT`` reads IN and writes OUT;
-    ``dos2unix -i f`` only counts line endings (a read of nothing shown).
+    """``truncate -s N f`` and the programs of ``_IN_PLACE`` (``dos2unix f``, ``black f``, ``gofmt -w f``) change
+    their files in place: edits (``truncate -s 0 f`` empties f, as ``> f`` does: a create); ``dos2unix -n IN OUT``
+    reads IN and writes OUT; without the option that makes it write (``gofmt f`` prints), or with one that makes it
+    only report (``black --check f``, ``dos2unix -i f``), it writes nothing: a run.
 
     >>> [(e.kind, e.path) for c in ("truncate -s 0 log.txt", "truncate -s +1 pkg/a.py", "dos2unix pkg/a.py pkg/b.py")
     ...  for e in parse_shell(c)]
     [('create', 'log.txt'), ('edit', 'pkg/a.py'), ('edit', 'pkg/a.py'), ('edit', 'pkg/b.py')]
     >>> [(e.kind, e.path) for c in ("unix2dos -n pkg/a.py out.txt", "dos2unix -i pkg/a.py") for e in parse_shell(c)]
-    [('view', 'pkg/a.py'), ('create', 'out.txt')]
+    [('view', 'pkg/a.py'), ('create', 'out.txt'), ('run', None)]
+    >>> [(e.kind, e.path) for c in ("gofmt -w cmd/main.go", "gofmt -l cmd/main.go", "black -l 100 pkg/a.py",
+    ...  "ruff format --check pkg/b.py", "ruff check --fix pkg/c.py", "npx prettier --write src/app.ts") for e in parse_shell(c)]
+    [('edit', 'cmd/main.go'), ('run', None), ('edit', 'pkg/a.py'), ('run', None), ('edit', 'pkg/c.py'), ('edit', 'src/app.ts')]
     """
-    pos, opts = _positionals(args, _VALUED["truncate" if prog == "truncate" else "dos2unix"])
+    key = prog if prog in _IN_PLACE or prog == "truncate" else f"{prog} {args[0]}"  # ruff format f
+    args = args if key == prog else args[1:]
+    pos, opts = _positionals(args, _VALUED.get("dos2unix" if prog in _CONVERTERS else prog, set()))
+    writes, reports = _IN_PLACE.get(key, ((), ()))
     if prog == "truncate":
         size = opts.get("-s") or opts.get("--size") or ""
         kinds = [("create" if size.strip() == "0" else "edit", p) for p in pos]
-    elif opts.keys() & {"-i", "--info"}:
-        kinds = []
-    elif opts.keys() & {"-n", "--newfile"}:
+    elif opts.keys() & set(reports) or (writes and not opts.keys() & set(writes)):
+        return [Event("run", ctx.step, command=" ".join([key, *args])[:200])]  # it only reports
+    elif prog in _CONVERTERS and opts.keys() & {"-n", "--newfile"}:
         kinds = [(kind, p) for pair in zip(pos[::2], pos[1::2]) for kind, p in zip(("view", "create"), pair)]
-    else:
-        kinds = [("edit", p) for p in pos]
+    else:  # a formatter given a directory (``black .``, ``gofmt -w pkg/``) rewrites files under it: no one file
+        kinds = [("edit", p if prog in _CONVERTERS or "." in p.rstrip("/").rpartition("/")[2].strip(".")
+                  else f"{p.rstrip('/') or '.'}/*") for p in pos]
     for kind, p in kinds:
         if kind != "view":
             ctx.written(p, None)  # what the run knew it held is gone
@@ -292,7 +376,9 @@ def _find(args: list[str], ctx: _Context) -> list[Event]:
 def _python(args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
     """The files a Python program writes (``scripts.python_writes``): its code from ``-c``, from a script the run
     wrote (``cat <<EOF > fix.py`` then ``python fix.py``), or from standard input (``python - <<EOF``). A write
-    of a file the code also reads or appends to is an edit, else a create (as ``>>`` and ``>`` are).
+    of a file the code also reads or appends to is an edit, else a create (as ``>>`` and ``>`` are). ``python -m M``
+    runs the environment's code, not the run's: it writes nothing known, unless M is an in-place writer of
+    ``_IN_PLACE`` (``python -m black f`` edits f).
 
     >>> [(e.kind, e.path) for e in parse_shell("cat <<'EOF' > fix.py\\np = 'pkg/a.py'\\ns = open(p).read()\\n"
     ...  "open(p, 'w').write(s.replace('a', 'b'))\\nEOF\\npython3 fix.py && python -c \\"open('out.txt', 'w')\\"")]
@@ -307,7 +393,11 @@ def _python(args: list[str], ctx: _Context, stdin: str | None) -> list[Event]:
             code, program = a[2:] or (args[i + 1] if i + 1 < len(args) else None), "<string>"
             break
         if a.startswith("-m"):
-            return []  # a module of the environment: its code is not the run's
+            module = a[2:] or (args[i + 1] if i + 1 < len(args) else "")
+            rest = args[i + (1 if a[2:] else 2):]
+            if module not in _IN_PLACE and f"{module} {rest[0] if rest else ''}" not in _IN_PLACE:
+                return []
+            return [e for e in _rewrite(module, rest, ctx) if e.kind != "run"]  # (the caller's run is its run)
         if a != "-" and not a.startswith("-"):
             code, program = ctx.text(a), a
             break
@@ -444,7 +534,7 @@ def _git_read(sub: str, args: list[str], ctx: _Context) -> list[Event]:
     out = []
     for p in pos:
         rev, colon, path = p.partition(":")
-        if colon and rev and path:
+        if colon and rev and path and not (ctx.output and unread(path, ctx.output)):  # path 'x' does not exist
             out.append(ctx.event("view", path) if path.startswith("./") or path.startswith("../") else
                        Event("view", ctx.step, repo_path(path, ctx.root)))
     return out
@@ -543,8 +633,8 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
         events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
     elif prog == "find":
         events += _find(args, ctx)
-    elif prog == "perl":
-        events += _perl(args, ctx)
+    elif prog in _SCRIPTED:
+        events += _one_liner(prog, args, ctx)
     elif prog in _SHELLS:
         events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
         events += _subshell(args, ctx, stdin)
@@ -565,7 +655,7 @@ def _stage_events(stage: _Stage, ctx: _Context, first: bool, upstream: list[Even
     elif prog.startswith("python") and _PYTHON.match(prog):
         events.append(Event("run", ctx.step, command=" ".join(words)[:200]))
         events += _python(args, ctx, stdin)
-    elif prog == "truncate" or prog in _CONVERTERS:
+    elif prog == "truncate" or prog in _IN_PLACE or f"{prog} {args[0] if args else ''}" in _IN_PLACE:
         events += _rewrite(prog, args, ctx)
     elif prog == "rm":
         events += [ctx.event("delete", p) for p in _positionals(args, set())[0]]
@@ -671,11 +761,12 @@ class ShellParser:
         status the output states is read from it (``formats.base.exit_code_in``), only where it matters."""
         start = (self.cwd if self.persistent else "") if cwd is None else cwd
         key = (command, start)
-        done = self.commands.get(key)
+        failed = bool(output) and _UNREAD.search(output) is not None  # its views depend on its output (``unread``)
+        done = None if failed else self.commands.get(key)
         if done is None:
             events, end, stateful = _parse_shell(command, step, self.root, start, self.paths, self.files,
                                                  output=output, exit_code=exit_code)
-            if not stateful:
+            if not stateful and not failed:
                 self.commands[key] = ([(e.kind, e.path, e.pattern, e.lines, e.command) for e in events], end)
         else:
             events = [Event(kind, step, path, pattern, lines, cmd) for kind, path, pattern, lines, cmd in done[0]]

@@ -8,7 +8,8 @@ Rules (documented in docs/mining.md):
   * build/CI  - packaging and CI config (``setup.py``, ``pyproject.toml``, ``tox.ini``, ``.github/`` ...);
   * artifact  - editor/patch leftovers and data files (``.orig``, ``.rej``, ``.bak``, ``.log``, ``*_new`` ...);
   * scratch   - a file new in the patch (or created by the agent) whose name or directory says reproduction
-                or debugging (``reproduce*``, ``repro*``, ``debug*``, ``scratch``, ``check_*``, ``verify*`` ...),
+                or debugging (``reproduce*``, ``repro*``, ``debug*``, ``scratch``, ``verify*`` ...; ``check_*``,
+                ``temp``, ``my_*`` ... only outside a directory the run knew from the repository),
                 or that lies at the repository top level, or in a top-level directory the run never saw
                 except through new files (``migrations/0001_initial.py`` made by a reproduction script).
 """
@@ -36,8 +37,12 @@ _GENERATED_DIRS = {"_build", "build", "dist", "__pycache__", ".tox", ".git", "no
 _ARTIFACT = re.compile(r"(\.(orig|rej|bak|log|pyc|swp|tmp|out|patch|diff|hdf5|h5|npy|npz|pkl|pickle|sqlite3?|db)"
                        r"|[._](new|old|backup|copy))$", re.I)
 _SOURCE = re.compile(r"\.(?:" + suffix_alternation(SOURCE_SUFFIXES) + r")$")
-_SCRATCH = re.compile(r"(^|[_\-.])(reproduc\w*|repro|debug\w*|scratch\w*|temp|tmp|check|verify\w*|verification|demo|"
-                      r"edge_?cases?|sanity|manual|minimal|my)([_\-.\d]|$)", re.I)
+_SCRATCH = re.compile(r"(^|[_\-.])(reproduc\w*|repro|debug\w*|scratch\w*|verify\w*|verification|edge_?cases?|sanity)"
+                      r"([_\-.\d]|$)", re.I)
+"""Words of an agent's own scripts, wherever the file lies."""
+_SCRATCH_WEAK = re.compile(r"(^|[_\-.])(temp|tmp|check|demo|manual|minimal|my)([_\-.\d]|$)", re.I)
+"""Words of scratch files that are also ordinary module words (``check.py``, ``temp_units.py``, ``my_widget.py``):
+scratch only outside a directory the run knew from the repository (``looks_scratch``)."""
 
 
 def is_test(path: str) -> bool:
@@ -87,13 +92,21 @@ def is_artifact(path: str) -> bool:
     return bool(_ARTIFACT.search(path)) or any(p in _GENERATED_DIRS or p.endswith(".egg-info") for p in parts[:-1])
 
 
-def looks_scratch(path: str) -> bool:
-    """A reproduction/debug name anywhere in the path.
+def looks_scratch(path: str, known_dirs: frozenset[str] = frozenset()) -> bool:
+    """A reproduction/debug name anywhere in the path; a word that ordinary modules also use (``_SCRATCH_WEAK``:
+    ``check``, ``temp``, ``my`` ...) only where the file's directory is not one of ``known_dirs``, the directories
+    the run knew from the repository (a new ``pkg/check.py`` beside the package's files is a module).
 
     >>> looks_scratch("reproduce_issue.py"), looks_scratch("reproduce_app/models.py"), looks_scratch("pkg/checker.py")
     (True, True, False)
+    >>> looks_scratch("pkg/check_units.py"), looks_scratch("pkg/check_units.py", frozenset({"pkg"}))
+    (True, False)
+    >>> looks_scratch("pkg/debug_fix.py", frozenset({"pkg"})), looks_scratch("pkg/my_app/models.py", frozenset({"pkg"}))
+    (True, True)
     """
-    return any(_SCRATCH.search(posixpath.splitext(p)[0]) for p in path.split("/"))
+    parts = [posixpath.splitext(p)[0] for p in path.split("/")]
+    weak = posixpath.dirname(path) not in known_dirs
+    return any(_SCRATCH.search(p) or (weak and _SCRATCH_WEAK.search(p)) for p in parts)
 
 
 def new_files(patch: str) -> set[str]:
@@ -107,7 +120,8 @@ def new_files(patch: str) -> set[str]:
 
 
 def classify(path: str, new: bool, agent_created: bool, known_dirs: frozenset[str] = frozenset()) -> str:
-    """``target``, or the reason a changed file is not supervision: test, build, artifact, scratch.
+    """``target``, or the reason a changed file is not supervision: test, build, artifact, scratch. ``known_dirs``:
+    every leading part (``pkg``, ``pkg/sub``) of the repository paths the run accessed or the diff modifies.
 
     >>> classify("pkg/a.py", False, False), classify("repro.py", True, True), classify("newmod.py", True, True)
     ('target', 'scratch', 'scratch')
@@ -115,6 +129,8 @@ def classify(path: str, new: bool, agent_created: bool, known_dirs: frozenset[st
     ('target', 'target')
     >>> classify("migrations/0001_initial.py", True, False, frozenset({"django"}))
     'scratch'
+    >>> classify("pkg/units/temp.py", True, True, frozenset({"pkg", "pkg/units"}))
+    'target'
 
     """
     if is_test(path):
@@ -124,6 +140,7 @@ def classify(path: str, new: bool, agent_created: bool, known_dirs: frozenset[st
     if is_artifact(path):
         return "artifact"
     fresh = new or agent_created
-    if fresh and (looks_scratch(path) or "/" not in path or (known_dirs and path.split("/")[0] not in known_dirs)):
+    if fresh and (looks_scratch(path, known_dirs) or "/" not in path
+                  or (known_dirs and path.split("/")[0] not in known_dirs)):
         return "scratch"
     return "target"

@@ -16,7 +16,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from codegrep import BatchRetriever, Retriever
 from codegrep.data.tasks import Task
@@ -220,6 +220,18 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
+@contextlib.contextmanager
+def _no_empty_partial(partial: Path, done: dict[str, Any]) -> Iterator[None]:
+    """A run stopped before any row was kept or computed (``done`` empty: the first task's repository missing,
+    Ctrl-C) removes its ``.partial`` file: it holds nothing for a next run to resume, and was left beside ``--out``."""
+    try:
+        yield
+    except BaseException:
+        if not done:
+            partial.unlink(missing_ok=True)
+        raise
+
+
 def partial_path(out_path: Path) -> Path:
     """Where rows stream while a run is going (renamed over ``out_path``'s content when it completes)."""
     return out_path.with_name(f".{out_path.name}.partial")
@@ -323,7 +335,8 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
                 fh.write(json.dumps(row, default=str) + "\n")
             fh.flush()
         kept = f"; {out_path} is as it was, and the rows computed so far are kept for the next run to resume"
-        with write_errors(out_path, kept), partial.open("a", encoding="utf-8") as fh, \
+        with _no_empty_partial(partial, done), write_errors(out_path, kept), \
+                partial.open("a", encoding="utf-8") as fh, \
                 tqdm(total=len(todo), desc=f"evaluate {retriever.name}",
                      disable=not show_bar(progress)) as bar:
             def record(row: dict[str, Any]) -> None:

@@ -29,9 +29,9 @@ from codegrep.retrievers.query import DOC_DIRS, SOURCE_SUFFIXES, line_definition
 # Tried only where a run of path characters starts, past its leading ``./-`` (the group is what ``findall`` returns):
 # the same matches as ``\b[\w./-]+\.(?:...)\b``, whose leftmost greedy match is the only one in its run, in linear
 # instead of quadratic time (a 20,000-character hex dump in an issue took seconds).
-PROSE_SUFFIXES = (".m", ".mm", ".hh", ".r", ".f", ".pl", ".ml", ".ex")
-"""Source suffixes an issue's prose writes as attribute access or units (astropy's ``u.m``, ``u.mm``; ``df.r``,
-``self.f``): a name ending in one is not taken for a file name the issue gives."""
+PROSE_SUFFIXES = (".m", ".mm", ".hh", ".r", ".f", ".pl", ".ml", ".ex", ".pm", ".fs")
+"""Source suffixes an issue's prose writes as attribute access or units (astropy's ``u.m``, ``u.mm``, ``u.pm``,
+``u.fs``; ``df.r``, ``self.f``): a name ending in one is not taken for a file name the issue gives."""
 ISSUE_PATH_SUFFIXES = tuple(s for s in SOURCE_SUFFIXES if s not in PROSE_SUFFIXES) + (
     ".cfg", ".toml", ".yaml", ".yml", ".json", ".md", ".rst")
 """Suffixes of a file name the issue names that becomes a path term (a glob): every source language's but
@@ -171,8 +171,8 @@ def parse_hits(result: ToolResult) -> tuple[dict[str, list[str]], int]:
 
 def defined_names(line: str, path: str = "") -> list[str]:
     """The names a hit line defines (:func:`codegrep.retrievers.query.line_definitions`, the one rule bm25's
-    definition boost reads too): a Python ``def``/``class`` that opens the line (in any file); in a file of another
-    language (``path`` given and not Python) also its languages' definitions. The rule of "this line defines a name"
+    definition boost reads too): a Python ``def``/``class`` that opens the line (a Python file, or no ``path``); in a
+    file of another language its languages' definitions. The rule of "this line defines a name"
     of the agent's grep view (:func:`codegrep.agent.protocol.shape_result`) and :func:`is_definition`.
 
     >>> defined_names("    async def run(self):"), defined_names("x = 1  # def y"), defined_names("let f = 1", "a.py")

@@ -104,23 +104,45 @@ _CODE_ID = re.compile(r"\b(?:[A-Za-z_]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]
 PYTHON_SUFFIXES = (".py", ".pyi", ".pyx", ".pxd")
 """Files that take Python's definition rule alone (:func:`definitions`, :func:`line_definitions`)."""
 _PY_DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+def|def|class)[ \t]+(\w+)", re.M)
-"""Python's rule (in a file of any language): a ``def``/``class`` that opens the line."""
+"""Python's rule (of Python files): a ``def``/``class`` that opens the line."""
 _MODIFIER = (r"(?:async|export|default|declare|pub(?:\([^)\n]*\))?|public|private|protected|internal|static|final"
              r"|abstract|sealed|open|data|override|suspend|inline|unsafe|const|extern(?:[ \t]+\"C\")?|virtual|partial"
              r"|synchronized|readonly)")
 _TYPE = r"[\w<>\[\],.?](?:[\w<>\[\],.? ]*?[\w<>\[\],.?])?"
 # (a Java/C# return type: its own spaces inside only, so a run of spaces is split one way: no cubic backtracking)
+_ANNOTATION = r"(?:@[A-Za-z_][\w.]*(?:\([^()\n]*\))?[ \t]+)*"
+"""Java/Kotlin annotations the line opens with (``@Override public void write(...)``)."""
+_QUALIFIED = r"&?(?:[A-Za-z_$][\w$]*(?:\.|::))*"
+"""What a defined name may follow: its receiver or namespace (Ruby ``def self.call``, ``class Rack::Lint``, Kotlin
+``fun String.capitalize``) or PHP's ``function &name`` (a reference); the name is the last part."""
 _OTHER_DEFINITION = re.compile(
-    r"^[ \t]*(?P<mods>(?:" + _MODIFIER + r"[ \t]+)+)?"  # a keyword, then the name (Go's method receiver, `type T`)
-    r"(?:(?:class|def|defp|func|fn|fun|function\*?|struct|interface|trait|enum|protocol|object|type|record|union|module)"
-    r"(?:[ \t]*\([^)\n]*\))?[ \t]+(?P<kw>[A-Za-z_$][\w$]*)"
+    r"^[ \t]*" + _ANNOTATION + r"(?P<mods>(?:" + _MODIFIER + r"[ \t]+)+)?"  # a keyword, then the name (Go's method
+    r"(?:(?:class|def|defp|sub|func|fn|fun|function\*?|interface|trait|protocol|object|type|record|module|macro_rules!"
+    r"|(?P<tag>struct|union|enum))"  # receiver, `type T`), not C's `struct timeval tv;`/`*tv` (a use of the type)
+    r"(?:[ \t]*\([^)\n]*\))?[ \t]+" + _QUALIFIED + r"(?P<kw>[A-Za-z_$][\w$]*)"
+    r"(?(tag)(?![\w$]|[ \t]*(?:[*&]|[A-Za-z_]\w*[ \t]*[;=,)(\[])))"
     r"|(?:export[ \t]+)?(?:const|let|var)[ \t]+(?P<bound>[A-Za-z_$][\w$]*)[ \t]*(?::[^=\n]*)?=[ \t]*"
-    r"(?:async[ \t]*)?(?:function\b|\(|<|[A-Za-z_$][\w$]*[ \t]*=>)"  # a function bound to a name (JS/TS arrows)
-    r"|(?(mods)" + _TYPE + r"[ \t]+(?P<method>[A-Za-z_]\w*)[ \t]*\(|(?!)))", re.M)  # Java/C# methods: a modifier first
-"""The rule of files of other languages, at the line's start after its modifiers: Go functions, methods
-(``func (c *Command) Name``) and types, Kotlin ``fun``/``data class``, Rust ``pub(crate) fn``, Ruby/Scala/Elixir
-``def``, JS/TS ``export default function`` and functions bound to a name (``const f = (a) => ...``; a plain
-``const x = 1`` defines no function), Java/C# methods and ``final``/``abstract`` classes."""
+    r"(?:async[ \t]*)?(?:function\b|[A-Za-z_$][\w$]*[ \t]*=>"  # a function bound to a name (JS/TS arrows): its
+    r"|(?:<[^>\n]*>[ \t]*)?\((?=[^)\n]*(?:$|\)[^=\n]*=>)))"  # parameters, then `=>` (not `let n = (a + b) as u32`)
+    r"|(?(mods)" + _TYPE + r"[ \t]+(?P<method>[A-Za-z_]\w*)(?:<[\w, ]*>)?[ \t]*\(|(?!)))", re.M)  # Java/C#: a modifier
+"""The rule of files of other languages, at the line's start after its annotations and modifiers: Go functions,
+methods (``func (c *Command) Name``) and types, Kotlin ``fun``/``data class``, Rust ``pub(crate) fn`` and
+``macro_rules!``, Ruby/Scala/Elixir ``def`` (``def self.call``: ``call``), Perl ``sub``, JS/TS ``export default
+function`` and functions bound to a name (``const f = (a) => ...``; a plain ``const x = 1`` or ``let n = (a + b) as
+u32`` defines no function), Java/C# methods (generic ones too: ``T Parse<T>(``) and ``final``/``abstract`` classes."""
+C_SUFFIXES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx", ".inl", ".ipp", ".tpp", ".cu", ".cuh", ".m",
+              ".mm")
+"""Files that also take C's rule (:data:`_C_DEFINITION`)."""
+_C_DEFINITION = re.compile(
+    r"^(?:#[ \t]*define[ \t]+(?P<macro>[A-Za-z_]\w*)"
+    r"|typedef[ \t]+(?:(?:struct|union|enum)[ \t]+(?P<tagged>[A-Za-z_]\w*)|[^;(\n]*[ \t*](?P<alias>[A-Za-z_]\w*)[ \t]*;"
+    r"|[^;(\n]*\([ \t]*\*?[ \t]*(?P<pointer>[A-Za-z_]\w*)[ \t]*\))"
+    r"|\}[ \t]*(?P<closed>[A-Za-z_]\w*)[ \t]*;"  # `} printbuffer;`: a typedef'd struct's name
+    r"|(?!(?:return|else|case|goto|do|new|delete|throw|sizeof)\b)(?:[A-Za-z_]\w*(?:\([^()\n]*\))?[ \t*&]+)+"
+    r"(?:[A-Za-z_]\w*::)*(?P<function>~?[A-Za-z_]\w*)[ \t]*\((?![^\n]*;[ \t]*$))", re.M)
+"""C's and C++'s definitions at column 0 (where they sit; calls and locals are indented): functions with their
+return type and no modifier (``CJSON_PUBLIC(cJSON *) cJSON_Parse(const char *value)``, ``void Foo::bar(int x) {``;
+not a prototype, which ends with ``;``), ``#define`` macros and ``typedef`` names."""
 
 
 def python_rule(path: str) -> bool:
@@ -133,8 +155,9 @@ def python_rule(path: str) -> bool:
 
 
 def line_definitions(line: str, path: str = "") -> list[str]:
-    """The names one line defines, in order: Python's rule in a file of any language; in a file of another
-    language (``path`` given and not Python) :data:`_OTHER_DEFINITION` too. THE rule of "this line defines a name":
+    """The names one line defines, in order: Python's rule in a Python file (or with no ``path``); in a file of another
+    language :data:`_OTHER_DEFINITION` (its ``def``/``class`` included, so Ruby's ``def self.call`` defines ``call``),
+    and in a C-family file :data:`_C_DEFINITION` too. THE rule of "this line defines a name":
     bm25's definition boost (:func:`definitions`, a file's lines), the grep heuristic's definition bonus and the
     agent's grep view (:func:`codegrep.retrievers.heuristic.defined_names`).
 
@@ -142,14 +165,21 @@ def line_definitions(line: str, path: str = "") -> list[str]:
     (['run'], [], [])
     >>> line_definitions("func (s *S) Validate(t string) error {", "s.go"), line_definitions("export class Cart {", "c.ts")
     (['Validate'], ['Cart'])
-    >>> line_definitions("const limit = 10;", "a.ts"), line_definitions("  def render(ctx)", "view.rb")
+    >>> line_definitions("const limit = 10;", "a.ts"), line_definitions("  def self.render(ctx)", "view.rb")
     ([], ['render'])
+    >>> line_definitions("CJSON_PUBLIC(cJSON *) cJSON_Parse(const char *value)", "cJSON.c")
+    ['cJSON_Parse']
     """
-    names = [m.group(1) for m in _PY_DEFINITION.finditer(line)]
-    if not python_rule(path):
-        seen = set(names)
-        for m in _OTHER_DEFINITION.finditer(line):
-            for n in m.group("kw", "bound", "method"):
+    if python_rule(path):
+        return [m.group(1) for m in _PY_DEFINITION.finditer(line)]
+    names: list[str] = []
+    seen: set[str] = set()
+    rules = [(_OTHER_DEFINITION, ("kw", "bound", "method"))]
+    if has_suffix(path, C_SUFFIXES):
+        rules.append((_C_DEFINITION, ("macro", "tagged", "alias", "pointer", "closed", "function")))
+    for rule, groups in rules:
+        for m in rule.finditer(line):
+            for n in m.group(*groups):
                 if n and n not in seen:
                     seen.add(n)
                     names.append(n)

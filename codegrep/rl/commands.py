@@ -36,6 +36,18 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _input_file(config: str | None) -> Any:
+    """The file a ``--profile``/``--config`` argument reads: a YAML path as given, a profile name's
+    ``configs/<name>.yaml`` (``None`` when not given), for ``refuse_overwriting_inputs``."""
+    from pathlib import Path
+
+    from codegrep.config import profile_path
+
+    if config is None or Path(config).suffix in (".yaml", ".yml"):
+        return config
+    return profile_path(config)
+
+
 def _study(args: argparse.Namespace) -> int:
     import shlex
     import sys
@@ -49,6 +61,9 @@ def _study(args: argparse.Namespace) -> int:
                         "trained (--resume reuses finished seeds)")
     output_dir(args.out, "--out")  # before hours of training, not after
     if args.result:
+        from codegrep.files import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs({"--result": args.result}, {"--config": _input_file(args.config)})  # (written last)
         output_file(args.result, "--result")
 
     command = "codegrep " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["ablation"] else \
@@ -131,7 +146,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-steps", dest="max_steps", type=positive_int, help="GRPO steps (default: the train YAML's max_steps)")
     p.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="any CodeGrepArgs / TRL GRPOConfig field, e.g. --set num_generations=4 (repeatable)")
+                   help="any CodeGrepArgs / TRL GRPOConfig field, e.g. --set num_generations=4 (repeatable); KEY= "
+                        "(empty) is null, taken only where the field takes null (train_tasks= : every task)")
     p.set_defaults(func=_train)
     ab = subparsers.add_parser("ablation", help="the efficiency-layer ablation outside the notebooks (see notebook 04)")
     ab_sub = ab.add_subparsers(dest="ablation", required=True)
@@ -286,6 +302,9 @@ def _bench_decode(args: argparse.Namespace) -> int:
     from codegrep.files import output_file, write_atomic
 
     if args.result:
+        from codegrep.files import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs({"--result": args.result}, {"--profile": _input_file(args.profile)})
         output_file(args.result, "--result")  # before the work, not after
     from codegrep.errors import UserError
 
@@ -330,6 +349,10 @@ def _bench_policies(args: argparse.Namespace) -> int:
     from codegrep.rl.curve import run_record, unused_train_check
 
     if args.result:  # refusals before the work
+        from codegrep.files import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs({"--result": args.result}, {"--profile": _input_file(args.profile),
+                                                              "--run's config.json": Path(args.run) / "config.json"})
         output_file(args.result, "--result")
     output_dir(args.out, "--out")
     config = run_record(Path(args.run))[0]
@@ -350,6 +373,10 @@ def _bench_demos(args: argparse.Namespace) -> int:
     from codegrep.rl.curve import demos_curve
 
     if args.result:  # before the work, not after
+        from codegrep.files import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs({"--result": args.result}, {"--profile": _input_file(args.profile),
+                                                              "--config": _input_file(args.config)})
         output_file(args.result, "--result")
         from pathlib import Path
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn, Sequence
 
-from codegrep.config import KEY_RULES, ConfigError, check_fields, check_value, load_profile, load_yaml, project_root, section, seed_everything
+from codegrep.config import KEY_RULES, ConfigError, check_choice, check_fields, check_value, load_profile, load_yaml, project_root, section, seed_everything
 from codegrep.files import output_dir, write_atomic
 
 DEFAULT_TRAIN_CONFIGS = {"ci": "configs/train/ci.yaml", "smoke": "configs/train/smoke.yaml",
@@ -121,6 +121,34 @@ def _check_yaml_types(values: dict[str, Any], given: set[str], path: Path) -> No
                 check_fields(cls, {key: value}, f"{path}: {key}")
 
 
+def _report_to_choices() -> list[str]:
+    """``report_to``'s values: the integrations transformers' Trainer looks a name up in (an unknown one is its
+    ``ValueError`` when the trainer is built, after the warm start), and ``all``/``none``."""
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    return ["all", "none", *INTEGRATION_TO_CALLBACK]
+
+
+def _check_choices(values: dict[str, Any], given: set[str], path: Path) -> None:
+    """A train YAML's values and overrides (``given``: named as ``--set KEY``) against the values their class
+    declares (``config.field_choices``: TRL's ``loss_type``, transformers' ``lr_scheduler_type``, ``optim`` ...;
+    ``report_to`` against transformers' integrations). argparse checks a choice on a command line only, never a
+    value TrlParser took from the YAML, and ``loss_type: dpao`` or ``report_to: wandbb`` failed when the trainer
+    read it, minutes into a run; an Enum's value failed in ``__post_init__`` without naming the key."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    for cls in (CodeGrepArgs, GRPOConfig):
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key, value in values.items():
+            if key in names:
+                check_choice(cls, key, value, _where(key, given, path),
+                             _report_to_choices() if cls is GRPOConfig and key == "report_to" else None)
+
+
 def _yaml_settings(path: Path) -> dict[str, Any]:
     """A train YAML's settings for :func:`_check_grpo_ranges`; {} when unreadable (TrlParser then says why)."""
     try:
@@ -209,6 +237,31 @@ def _unknown_set(message: str, overrides: dict[str, Any] | None) -> str:
     return str(unknown_key_error(unknown[0], fields, f"--set {unknown[0]}"))
 
 
+def _null_overrides(overrides: dict[str, Any] | None) -> dict[str, None]:
+    """The overrides that are null (``--set KEY=``, empty, or ``--set KEY=null``) of fields that take null
+    (``train_tasks``: every task; ``name``: the default run name). TrlParser's command line cannot say null: the
+    string 'None' became the run name, the runs directory (``out=``: runs written to ./None), the model, a
+    ``warm_start_dir``; a field that takes no null is one line naming the key."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from codegrep.config import _describe, _hints, type_ok
+    from codegrep.rl.trainer import CodeGrepArgs
+
+    nulls: dict[str, None] = {}
+    for key, value in (overrides or {}).items():
+        for cls in (CodeGrepArgs, GRPOConfig):
+            if value is None and key in {f.name for f in dataclasses.fields(cls)}:
+                tp = _hints(cls).get(key, Any)
+                if not type_ok(None, tp):
+                    raise ConfigError(f"--set {key}: no value (empty or null); {key} must be {_describe(tp)} (drop "
+                                      "this --set to keep the train YAML's value)")
+                nulls[key] = None
+                break
+    return nulls
+
+
 def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None,
                      argv: Sequence[str] = ()) -> TrainArgs:
     """(CodeGrepArgs, GRPOConfig) from a train YAML (or profile) plus overrides, through TRL's TrlParser: the
@@ -219,7 +272,12 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
 
     parser = TrlParser((CodeGrepArgs, GRPOConfig))
     path = train_config_path(config)
-    args = ["--config", str(path), *overrides_to_argv(overrides), *argv]
+    nulls = _null_overrides(overrides)
+    args = ["--config", str(path), *overrides_to_argv({k: v for k, v in (overrides or {}).items() if k not in nulls}),
+            *argv]
+    if nulls:  # a null reaches the dataclass as a YAML null does (on a command line it was the string 'None')
+        yaml_defaults = parser.set_defaults_with_config
+        parser.set_defaults_with_config = lambda **config: yaml_defaults(**{**config, **nulls})  # type: ignore[method-assign]
 
     def refuse(message: str) -> NoReturn:  # argparse's own refusals (an ill-typed value): one line, not TRL's usage
         raise ConfigError(f"{path}: {_as_set(message, overrides)}")
@@ -227,6 +285,7 @@ def parse_train_args(config: str | Path, overrides: dict[str, Any] | None = None
     parser.error = refuse  # type: ignore[method-assign]
     _check_yaml_types(_yaml_settings(path), set(overrides or {}), path)
     _check_grpo_ranges({**_yaml_settings(path), **(overrides or {})}, set(overrides or {}), path)
+    _check_choices({**_yaml_settings(path), **(overrides or {})}, set(overrides or {}), path)
     try:
         cg, grpo = parser.parse_args_and_config(args)
     except ConfigError:
@@ -273,6 +332,7 @@ def train_arguments(cfg: dict[str, Any], overrides: dict[str, Any] | None = None
     data.update(given)
     data["profile"] = str(cfg["profile"])
     _check_grpo_ranges(data, set(given), path)
+    _check_choices(data, set(given), path)
     try:
         cg, grpo = TrlParser((CodeGrepArgs, GRPOConfig)).parse_dict(data)
     except (TypeError, ValueError) as exc:  # an unknown or ill-typed setting: name the file, keep it one line

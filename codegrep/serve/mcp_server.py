@@ -15,8 +15,9 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_validator
 
 from codegrep import __version__
 from codegrep.files import json_text
@@ -170,10 +171,42 @@ class FileFinder:
                          "retriever_seconds": round(result.seconds, 4)}}
 
 
+def unknown_arguments_refused(tool: Tool) -> Tool:
+    """``tool`` with an argument model that refuses an argument it does not declare.
+
+    The SDK's argument model takes extra keys and drops them, so ``{"repo": "/src/app"}`` (for ``repo_path``)
+    searched the served repository as if nothing had been said. A subclass of that model with ``extra="forbid"``
+    (which also publishes ``additionalProperties: false`` in the tool's input schema, for clients that check
+    before sending) and a ``ValueError`` from a pydantic validator, which the SDK documents as an argument
+    failure the caller sees (``ToolError``): the argument, close matches, the accepted ones.
+    """
+    import difflib
+
+    base = tool.fn_metadata.arg_model
+    accepted = [f.alias or name for name, f in base.model_fields.items()]
+
+    class Arguments(base):  # type: ignore[valid-type, misc]
+        model_config = ConfigDict(extra="forbid", title=base.__name__)
+
+        @model_validator(mode="before")
+        @classmethod
+        def declared_arguments_only(cls, data: Any) -> Any:
+            unknown = [k for k in data if k not in accepted] if isinstance(data, dict) else []
+            if unknown:
+                close = difflib.get_close_matches(str(unknown[0]), accepted, n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown argument {unknown[0]!r}{hint}; {tool.name} accepts "
+                                 f"{', '.join(accepted)}")
+            return data
+
+    tool.fn_metadata.arg_model = Arguments  # read at each call (FuncMetadata)
+    tool.parameters = Arguments.model_json_schema(by_alias=True)
+    return tool
+
+
 def build_server(config: ServeConfig, finder: FileFinder | None = None) -> MCPServer:
     """An ``MCPServer`` exposing ``find_relevant_files`` backed by ``finder`` (or a new one)."""
     finder = finder or FileFinder(config)
-    server = MCPServer(SERVER_NAME, instructions=TOOL_DESCRIPTION, version=__version__, log_level="WARNING")
 
     def find_relevant_files(
         query: Annotated[str, Field(description="The task in plain words: an issue text, bug report or request.")],
@@ -198,8 +231,9 @@ def build_server(config: ServeConfig, finder: FileFinder | None = None) -> MCPSe
 
     hints = ToolAnnotations(title="Find relevant files", read_only_hint=True, destructive_hint=False,
                             idempotent_hint=True, open_world_hint=False)  # lets clients auto-approve it
-    server.add_tool(find_relevant_files, name=TOOL_NAME, description=TOOL_DESCRIPTION, annotations=hints)
-    return server
+    tool = Tool.from_function(find_relevant_files, name=TOOL_NAME, description=TOOL_DESCRIPTION, annotations=hints)
+    return MCPServer(SERVER_NAME, instructions=TOOL_DESCRIPTION, version=__version__, log_level="WARNING",
+                     tools=[unknown_arguments_refused(tool)])
 
 
 def serve_stdio(config: ServeConfig) -> None:

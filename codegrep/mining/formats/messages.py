@@ -21,11 +21,21 @@ def detect_swe_smith(row: dict[str, Any]) -> bool:
 
 
 def _calls(message: dict[str, Any]) -> list[tuple[str, dict[str, Any], str | None]]:
-    """(name, arguments, tool_call_id) of one assistant message, whichever way it encodes its calls."""
+    """(name, arguments, tool_call_id) of one assistant message, whichever way it encodes its calls: OpenAI
+    ``tool_calls``, Anthropic ``tool_use`` content blocks, or ``<function=...>`` XML in the text.
+
+    >>> _calls({"role": "assistant", "content": [{"type": "text", "text": "Let me look."}, {"type": "tool_use",
+    ...  "id": "tu_1", "name": "Read", "input": {"file_path": "/testbed/a.py"}}]})
+    [('Read', {'file_path': '/testbed/a.py'}, 'tu_1')]
+    """
     out = []
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
         out.append((str(fn.get("name") or ""), call_arguments(fn.get("arguments")), call.get("id")))
+    content = message.get("content")
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, dict) and part.get("type") == "tool_use":
+            out.append((str(part.get("name") or ""), call_arguments(part.get("input")), part.get("id")))
     if not out:
         out = [(name, params, None) for name, params in xml_calls(content_text(message.get("content")))]
     return out
@@ -35,6 +45,7 @@ def message_events(messages: list[dict[str, Any]]) -> tuple[list[Event], int, st
     """(events, assistant turns that acted, first user prompt, repository root) of a message list."""
     observations = {m.get("tool_call_id"): content_text(m.get("content"))
                     for m in messages if m.get("role") == "tool" and m.get("tool_call_id")}
+    observations.update(_tool_results(messages))
     first_user = next((content_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
     m = UPLOADED.search(first_user)
     root = m.group(1) if m and m.group(1).startswith("/") else None
@@ -52,6 +63,24 @@ def message_events(messages: list[dict[str, Any]]) -> tuple[list[Event], int, st
             events += tool_events(name, args, step, root, obs, shell)
         step += 1
     return events, step, first_user, root
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> dict[Any, str]:
+    """{tool_use_id: text} of Anthropic ``tool_result`` blocks; an ``is_error`` result reads ``ERROR:`` first (as
+    OpenHands writes a failed call's answer: ``tools.failed``).
+
+    >>> _tool_results([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "is_error": True,
+    ...  "content": [{"type": "text", "text": "File does not exist."}]}]}])
+    {'tu_1': 'ERROR:\\nFile does not exist.'}
+    """
+    out = {}
+    for m in messages:
+        content = m.get("content")
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "tool_result" and part.get("tool_use_id"):
+                text = content_text(part.get("content"))
+                out[part["tool_use_id"]] = "ERROR:\n" + text if part.get("is_error") is True else text
+    return out
 
 
 def _parse(row: dict[str, Any], name: str, patch: str, source: str) -> Trajectory:

@@ -13,7 +13,7 @@ from codegrep.data.swebench_report import resolved as report_resolved
 from codegrep.data.tasks import patch_files
 from codegrep.mining.events import Event
 from codegrep.mining.formats.base import UPLOADED, Trajectory, content_text, exit_code_in, strip_run_suffix
-from codegrep.mining.formats.tools import editor_events
+from codegrep.mining.formats.tools import editor_events, failed
 from codegrep.mining.shell import ShellParser
 
 NAME = "openhands"
@@ -48,11 +48,17 @@ def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = 
     >>> [(e.kind, e.path) for e in action_events({"action": "read", "args": {"path":
     ...     "/workspace/django__django__3.0/django/db/models.py"}}, 0)]
     [('view', 'django/db/models.py')]
+    >>> action_events({"action": "read", "args": {"path": "/workspace/p/x.py"}}, 1, None, {"observation": "error",
+    ...     "content": "File not found: /workspace/p/x.py. Your current working directory is /workspace/p."})
+    []
     """
     args = event.get("args") or {}
     action = event.get("action")
     root = shell.root if shell is not None else None  # the stream's checkout, as its shell commands read it
     if action == "read":
+        if isinstance(observation, dict) and (observation.get("observation") == "error"
+                                              or failed(_output(observation)[0])):
+            return []  # a missing file, a directory, a bad range: nothing was read
         return editor_events({"command": "view", "path": args.get("path"),
                               "view_range": args.get("view_range") or _start_end(args)}, step, root)
     if action in ("edit", "write"):

@@ -9,7 +9,7 @@ from typing import Any
 from codegrep.mining.events import SANDBOX_ROOT, Event, repo_path
 from codegrep.mining.formats.base import (Trajectory, content_text, issue_text, loose_mapping,
                                           strip_run_suffix)
-from codegrep.mining.formats.tools import editor_events
+from codegrep.mining.formats.tools import editor_events, failed
 from codegrep.mining.shell import ShellParser
 
 TRAJ, NEBIUS = "swe-agent", "nebius-swe-agent"
@@ -47,6 +47,8 @@ class _Viewer:
         [('view', 'oqupy/pt.py'), ('find', 'oqupy')]
         >>> [(e.path, e.lines) for e in v.command("str_replace_editor view /OQuPy/oqupy/pt.py  --view_range 10 40", 5)]
         [('oqupy/pt.py', (10, 40))]
+        >>> v.command("open oqupy/gone.py", 6, "File oqupy/gone.py not found"), v.open_file
+        ([], 'oqupy/pt.py')
         """
         first = action.strip().split("\n", 1)[0]
         try:
@@ -57,6 +59,8 @@ class _Viewer:
             return []
         cmd, args = words[0], words[1:]
         path = self.shell.path
+        if cmd == "open" and args and failed(output):  # File x not found: nothing opened, the open file stays
+            return []
         if cmd == "open" and args:
             self.open_file = path(args[0])
             line = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
@@ -79,12 +83,12 @@ class _Viewer:
         if cmd == "filemap" and args:
             return editor_events({"command": "view", "path": args[0]}, step, self.root)
         if cmd == "str_replace_editor" and args:
-            return self.editor(action, args, step)
+            return self.editor(action, args, step, output)
         if cmd in ("submit", "exit_forfeit", "exit_cost", "exit_context", "exit_format", "exit_error"):
             return []
         return self.shell(action, step, output=output)
 
-    def editor(self, action: str, args: list[str], step: int) -> list[Event]:
+    def editor(self, action: str, args: list[str], step: int, output: str | None = None) -> list[Event]:
         """``str_replace_editor COMMAND PATH [--view_range A B] [--file_text T] ...``: the options may span lines
         (a created file's text), so the whole action is split; a created file's text is remembered (a script the
         run may run).
@@ -103,7 +107,7 @@ class _Viewer:
             if option in words[2:-n]:
                 at = words.index(option)
                 sub[key] = words[at + 1:at + 1 + n] if n > 1 else words[at + 1]
-        events = editor_events(sub, step, self.root)
+        events = editor_events(sub, step, self.root, output)
         if events and events[0].kind in ("create", "edit"):
             self.shell.wrote(sub["path"], sub.get("file_text") if events[0].kind == "create" else None)
         return events
@@ -191,15 +195,16 @@ def parse_nebius(row: dict[str, Any], source: str = "", report: Any = None) -> T
     texts = [content_text(t.get("text")) for t in turns]
     cwd = next((m.group(1) for t, txt in zip(turns, texts) if t.get("role") == "user" for m in [_CWD.search(txt)] if m), None)
     viewer, events, step = _Viewer(cwd), [], 0
-    for t, txt in zip(turns, texts):
+    for i, (t, txt) in enumerate(zip(turns, texts)):
         if t.get("role") != "ai":
             m = _CWD.search(txt) if t.get("role") == "user" else None
             if m:  # the prompt says where the next command runs
                 viewer.shell.cwd = repo_path(m.group(1), cwd) or ""
             continue
         blocks = _CODE.findall(txt)
-        if blocks:
-            events += viewer.command(blocks[-1].strip(), step)
+        if blocks:  # the next user turn answers the command (its output, then the prompt)
+            output = texts[i + 1] if i + 1 < len(turns) and turns[i + 1].get("role") == "user" else None
+            events += viewer.command(blocks[-1].strip(), step, output)
             step += 1
     raw_id = str(row.get("instance_id") or "")
     first_user = next((txt for t, txt in zip(turns, texts) if t.get("role") == "user"), "")
