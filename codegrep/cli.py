@@ -18,7 +18,7 @@ COMMAND_MODULES = (
     "codegrep.data.commands",        # tasks default|stats
     "codegrep.env.commands",         # tool; bench env
     "codegrep.mining.commands",      # mine; bench mine
-    "codegrep.retrievers.commands",  # retrieve, evaluate; bench retrieve
+    "codegrep.retrievers.commands",  # retrieve, evaluate, compare; bench retrieve
     "codegrep.rl.commands",          # train, export
     "codegrep.downstream.commands",  # downstream
     "codegrep.serve.commands",       # mcp; bench mcp

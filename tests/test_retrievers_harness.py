@@ -113,6 +113,91 @@ def test_cli_evaluate_prints_macro_metrics_last(cache, tiny_repo, tmp_path, caps
     assert main(argv) == 2 and "holds results of retriever" in capsys.readouterr().err
 
 
+def test_cli_evaluate_of_the_agent_saves_each_episode_beside_the_results(cache, tiny_repo, tmp_path, capsys,
+                                                                        monkeypatch):
+    """``codegrep evaluate --retriever agent`` wrote ``episode_path: null``: what the agent searched, saw and
+    submitted on each instance was lost (notebook 03 keeps them); now one JSON per instance beside ``--out``."""
+    from codegrep.agent.policies import ScriptedPolicy
+    from codegrep.retrievers import registry
+    from codegrep.retrievers.agentic import AgentRetriever
+
+    repos, commit = tiny_repo
+    tasks = tiny_tasks(commit)
+    tasks_path = tmp_path / "tasks.jsonl"
+    tasks_path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
+    turn = ('<tool_call>{"name": "grep", "arguments": {"pattern": "def "}}</tool_call>',
+            '<tool_call>{"name": "submit", "arguments": {"files": ["pkg/parser.py"]}}</tool_call>')
+    monkeypatch.setattr(registry, "make_retriever", lambda name, cfg, **kw: AgentRetriever(
+        {"policy": "scripted", "batch_size": 1}, {}, policy=ScriptedPolicy(list(turn) * len(tasks))))
+    out = tmp_path / "runs" / "agent.jsonl"
+    assert main(["evaluate", "--tasks", str(tasks_path), "--repos", str(repos), "--retriever", "agent",
+                 "--out", str(out), "--profile", "ci"]) == 0, capsys.readouterr().err
+    rows = read_rows(out)
+    saved = sorted((tmp_path / "runs" / "agent.episodes").glob("*.json"))
+    assert [p.stem for p in saved] == sorted(t.instance_id for t in tasks)
+    assert all(r["extra"]["episode_path"] == str(out.with_name("agent.episodes") / f"{i}.json") for i, r in rows.items())
+    assert "def " in saved[0].read_text() and "pkg/parser.py" in saved[0].read_text()
+
+
+def test_cli_compare_pairs_evaluate_results_on_their_shared_instances(cache, tiny_repo, tmp_path, capsys):
+    """``codegrep compare``: the paired table of several ``evaluate`` results (notebook 05's, for any task set)."""
+    repos, commit = tiny_repo
+    tasks = tiny_tasks(commit)
+    tasks_path = tmp_path / "tasks.jsonl"
+    tasks_path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
+    for name in ("oracle", "random"):
+        assert main(["evaluate", "--tasks", str(tasks_path), "--repos", str(repos), "--retriever", name,
+                     "--out", str(tmp_path / f"{name}.jsonl"), "--profile", "ci"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "random.jsonl").read_text().splitlines()]
+    (tmp_path / "random.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))  # one instance fewer
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "oracle.jsonl"), str(tmp_path / "random.jsonl"), "--json",
+                 "--out", str(tmp_path / "cmp.json"), "--boot", "200"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert result == json.loads((tmp_path / "cmp.json").read_text())
+    assert result["reference"] == "oracle" and result["n_instances"] == len(tasks) - 1
+    assert result["left_out"] == {"oracle": 1} and "left out" in err
+    by = {r["retriever"]: r for r in result["rows"]}
+    p_random = sum(r["p@1"] for r in rows[:-1]) / (len(tasks) - 1)
+    assert by["oracle"]["p@1"] == 1.0 and by["random"]["p@1"] == pytest.approx(p_random)
+    assert by["random"]["p@1_diff"] == pytest.approx(p_random - 1.0)
+    assert by["random"]["p@1_diff_lo"] <= by["random"]["p@1_diff"] <= by["random"]["p@1_diff_hi"]
+    assert main(["compare", str(tmp_path / "random.jsonl"), str(tmp_path / "oracle.jsonl")]) == 0
+    text = capsys.readouterr().out
+    assert "diff = retriever - random" in text and "oracle" in text.splitlines()[-1]
+
+
+def test_cli_compare_reads_how_an_agent_used_its_ranked_line_from_its_moved_episodes(cache, tiny_repo, tmp_path,
+                                                                                    capsys, monkeypatch):
+    """An agent's results copied elsewhere with their ``.episodes/`` folder still give its ranked-line shares."""
+    import shutil
+
+    from codegrep.agent.policies import ScriptedPolicy
+    from codegrep.retrievers import registry
+    from codegrep.retrievers.agentic import AgentRetriever
+
+    repos, commit = tiny_repo
+    tasks = tiny_tasks(commit)
+    tasks_path = tmp_path / "tasks.jsonl"
+    tasks_path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
+    assert main(["evaluate", "--tasks", str(tasks_path), "--repos", str(repos), "--retriever", "oracle",
+                 "--out", str(tmp_path / "oracle.jsonl"), "--profile", "ci"]) == 0
+    turn = ('<tool_call>{"name": "grep", "arguments": {"pattern": "def "}}</tool_call>',
+            '<tool_call>{"name": "submit", "arguments": {"files": ["pkg/parser.py"]}}</tool_call>')
+    monkeypatch.setattr(registry, "make_retriever", lambda name, cfg, **kw: AgentRetriever(
+        {"policy": "scripted", "batch_size": 1, "rank_files": 3}, {}, policy=ScriptedPolicy(list(turn) * len(tasks))))
+    assert main(["evaluate", "--tasks", str(tasks_path), "--repos", str(repos), "--retriever", "agent",
+                 "--out", str(tmp_path / "run" / "agent.jsonl"), "--profile", "ci"]) == 0
+    shutil.move(tmp_path / "run", tmp_path / "moved")
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "oracle.jsonl"), str(tmp_path / "moved" / "agent.jsonl"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["ranked_line"]) == {"ranked_submit_first_agent", "ranked_gold_first_agent",
+                                          "ranked_gold_listed_agent"}
+    assert 0 < result["ranked_line"]["ranked_gold_listed_agent"] <= 1
+
+
 def test_profile_evaluation_caches_rows(default_slice, cache, tmp_path):
     from codegrep.config import load_profile
     from codegrep.retrievers.evaluate import profile_evaluation

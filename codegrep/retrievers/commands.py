@@ -1,4 +1,4 @@
-"""``codegrep retrieve``, ``codegrep evaluate`` and ``codegrep bench retrieve``."""
+"""``codegrep retrieve``, ``codegrep evaluate``, ``codegrep compare`` and ``codegrep bench retrieve``."""
 from __future__ import annotations
 
 import argparse
@@ -107,6 +107,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     tasks, resolver = load_task_source(args.tasks, repos_dir=args.repos, split=args.split, limit=args.limit,
                                        seed=int(cfg.get("seed", 0)))
     retriever = make_retriever(args.retriever, cfg, **_overrides(args))
+    if getattr(retriever, "episodes_dir", False) is None:  # the agent's transcripts beside the results, as notebook 03's
+        retriever.episodes_dir = episodes_dir_for(Path(args.out))
     k = args.k
     if k is None and getattr(retriever, "fixed_size", False):
         k = (cfg.get("retrievers") or {}).get("k")  # the profile's set size, as profile_evaluation uses
@@ -114,6 +116,85 @@ def _evaluate(args: argparse.Namespace) -> int:
     metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=k, workers=args.workers, resume=resume)
     print(json_text({**metrics, "retriever": args.retriever, "k": k, **resume}))
     return 0
+
+
+def episodes_dir_for(out: Path) -> Path:
+    """Where ``codegrep evaluate --retriever agent --out OUT`` saves each episode (one JSON per instance: every turn,
+    call and observation): a folder beside ``OUT`` named after it, unless the profile's ``retrievers.agent.episodes_dir``
+    names one.
+
+    >>> episodes_dir_for(Path("runs/agent.jsonl")), episodes_dir_for(Path("runs/agent.out"))
+    (PosixPath('runs/agent.episodes'), PosixPath('runs/agent.out.episodes'))
+    """
+    return out.with_name((out.stem if out.suffix == ".jsonl" else out.name) + ".episodes")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``codegrep compare A.jsonl B.jsonl ...``: :func:`comparison_table` of ``evaluate`` results files, each named by
+    the retriever its rows record (the file's stem where two record one name), on the instances all of them hold."""
+    from codegrep.files import refuse_overwriting_inputs
+    from codegrep.retrievers.evaluate import comparison_table, read_rows
+
+    if args.out:
+        refuse_overwriting_inputs({"--out": args.out}, {"RESULTS": a for a in args.results})
+    results: dict[str, list[dict]] = {}
+    for path in map(Path, args.results):
+        if not path.is_file():
+            raise UserError(f"{path}: no such results file (a JSONL that 'codegrep evaluate --out' wrote)")
+        rows = [_with_episode(r, path) for r in read_rows(path).values()]
+        if not rows:
+            raise UserError(f"{path}: no result rows")
+        names = {str(r.get("retriever") or path.stem) for r in rows}
+        name = names.pop() if len(names) == 1 else path.stem
+        if name in results:
+            name = path.stem if path.stem not in results else str(path)
+        results[name] = rows
+    if len(results) < 2:
+        raise UserError("compare needs at least two results files (e.g. an agent's and bm25's on the same tasks)")
+    reference = args.reference or next(iter(results))
+    if reference not in results:
+        raise UserError(f"--reference {reference}: not among the compared results ({', '.join(results)})")
+    ids = [{r["instance_id"] for r in rows} for rows in results.values()]
+    shared = set.intersection(*ids)
+    if not shared:
+        raise UserError("the results files share no instance: compare runs of the same tasks")
+    agent = next((n for n, rows in results.items() if rows[0].get("retriever") == "agent"), None)
+    table = comparison_table(results, reference=reference, agent=agent, n_boot=args.boot, seed=args.seed)
+    left_out = {name: len(i - shared) for name, i in zip(results, ids) if i - shared}
+    if args.json or args.out:
+        from codegrep.rl.policy_rows import ranked_line_numbers
+
+        agents = {n: [r for r in rows if r["instance_id"] in shared] for n, rows in results.items()
+                  if rows[0].get("retriever") == "agent"}  # how each agent used its ranked line (saved episodes)
+        text = json_text({"reference": reference, "n_instances": len(shared), "instances": sorted(shared),
+                          "left_out": left_out, "alpha": 0.05, "n_boot": args.boot,
+                          "files": dict(zip(results, args.results)), "rows": table.to_dict("records"),
+                          "ranked_line": ranked_line_numbers(agents, tuple(agents))})
+        if args.out:
+            from codegrep.files import write_atomic
+
+            write_atomic(Path(args.out), text + "\n")
+        if args.json:
+            print(text)
+    if not args.json:
+        cols = ["retriever", "n", "p@1", "p@1_lo", "p@1_hi", "p@1_diff", "p@1_diff_lo", "p@1_diff_hi", "acc@5"]
+        print(f"paired on {len(shared)} shared instances; diff = retriever - {reference} (95% bootstrap)")
+        print(table[cols].round(3).to_string(index=False))
+    if left_out:
+        print(f"codegrep compare: left out instances not in every file: {left_out}", file=sys.stderr)
+    return 0
+
+
+def _with_episode(row: dict, results: Path) -> dict:
+    """``row`` with its agent episode found where ``evaluate`` saves it beside ``results``
+    (:func:`episodes_dir_for`) when the recorded path does not exist (results moved or copied with their episodes)."""
+    extra = row.get("extra") or {}
+    recorded = extra.get("episode_path")
+    if isinstance(recorded, str) and not Path(recorded).is_file():
+        moved = episodes_dir_for(results) / Path(recorded).name
+        if moved.is_file():
+            return {**row, "extra": {**extra, "episode_path": str(moved)}}
+    return row
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -156,8 +237,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", help="only tasks of this split (train/eval)")
     p.add_argument("--workers", type=positive_int, default=1, help="tasks evaluated in parallel threads (default: 1); the agent instead runs "
                    "its profile's agent.batch_size tasks in lock step, one batched generate per turn")
-    p.add_argument("--out", required=True, help="results JSONL (resumed when it exists)")
+    p.add_argument("--out", required=True, help="results JSONL (resumed when it exists); the agent also saves each "
+                   "episode's transcript in OUT's stem + '.episodes/' (e.g. res.episodes/<instance_id>.json)")
     p.set_defaults(func=_evaluate)
+
+    p = subparsers.add_parser("compare", help="paired comparison of evaluate results files on their shared instances")
+    p.add_argument("results", nargs="+", help="results JSONL files ('codegrep evaluate --out'), one per retriever")
+    p.add_argument("--reference", help="retriever the paired differences are taken against (default: the first file's)")
+    p.add_argument("--boot", type=positive_int, default=2000, help="bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="bootstrap seed")
+    p.add_argument("--json", action="store_true", help="print the whole table as JSON (every metric, intervals)")
+    p.add_argument("--out", help="also write that JSON to this file")
+    p.set_defaults(func=_compare)
 
 
 def _bench_ceiling(args: argparse.Namespace) -> int:
