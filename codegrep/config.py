@@ -340,6 +340,9 @@ def check_fields(cls: type, values: Mapping[str, Any], source: str) -> None:
 
 
 _DOC_CHOICES = re.compile(r"(?:Supported values are|Must be one of|Possible values are)\b")
+_PASSED_ON = frozenset({"vllm_model_impl"})
+"""Fields whose docstring lists only some of the values accepted where TRL passes them on (vLLM's ``model_impl`` also
+takes ``auto``, its default): not checked from the docstring."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -387,6 +390,8 @@ def field_choices(cls: type, name: str) -> tuple[str, ...] | None:
             return tuple(str(a) for a in typing.get_args(arg)) if str not in typing.get_args(tp) else None
         if isinstance(arg, type) and issubclass(arg, enum.Enum):
             return tuple(str(m.value) for m in arg)
+    if name in _PASSED_ON:
+        return None
     for klass in inspect.getmro(cls):  # the class's docstring, HF style: "name (`type`, ...):" then an indented text
         doc = klass.__dict__.get("__doc__") or ""
         head = re.search(rf"^([ \t]*){re.escape(name)} \(`[^\n]*\):[ \t]*\n", doc, re.M)

@@ -218,9 +218,12 @@ def atomic_write(path: "str | os.PathLike", mode: str = "wb", label: "str | os.P
 def _missing_dirs(directory: Path) -> list[Path]:
     """``directory`` and its ancestors that do not exist yet, deepest first (what ``mkdir(parents=True)`` makes)."""
     out = []
-    while not directory.exists() and directory != directory.parent:
-        out.append(directory)
-        directory = directory.parent
+    try:
+        while not directory.exists() and directory != directory.parent:
+            out.append(directory)
+            directory = directory.parent
+    except OSError:  # a folder the user may not search (EACCES): mkdir then says why, as a UserError
+        pass
     return out
 
 

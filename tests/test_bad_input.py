@@ -125,6 +125,8 @@ CASES = [
          ["--reference", "dense"], {"a.jsonl": _res("bm25", "o__n-0"), "b.jsonl": _res("agent", "o__n-0")}),
     Case("compare results file with a corrupt line", ["compare", f"{T}/a.jsonl", f"{T}/b.jsonl"], ["b.jsonl:1"],
          {"a.jsonl": _res("bm25", "o__n-0"), "b.jsonl": "GARBAGE\n" + _res("agent", "o__n-0")}),
+    Case("compare --out is the first input", ["compare", f"{T}/a.jsonl", f"{T}/b.jsonl", "--out", f"{T}/a.jsonl"],
+         ["--out", "a.jsonl"], {"a.jsonl": _res("bm25", "o__n-0"), "b.jsonl": _res("agent", "o__n-0")}),
     Case("compare --out is an input", ["compare", f"{T}/a.jsonl", f"{T}/b.jsonl", "--out", f"{T}/b.jsonl"],
          ["--out", "b.jsonl"], {"a.jsonl": _res("bm25", "o__n-0"), "b.jsonl": _res("agent", "o__n-0")}),
     Case("evaluate empty tasks file", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random",
@@ -1032,3 +1034,50 @@ def test_every_shipped_train_yaml_passes_the_choice_check_and_trl_documents_its_
     assert field_choices(GRPOConfig, "trackio_static_space_id") is None  # str | Literal[False]: any string
     for path in sorted((Path(__file__).resolve().parent.parent / "configs" / "train").glob("*.yaml")):
         _check_choices(_yaml_settings(path), set(), path)
+
+
+def test_train_set_bools_and_a_null_report_to_go_in_as_trl_reads_them():
+    """``--set scale_rewards=false`` reached TRL as the string 'false' (its bool mapping never saw it: a ValueError at
+    the first reward, minutes in); ``--set report_to=`` became ``[None]``, refused by the Trainer only when built."""
+    from codegrep.config import ConfigError
+    from codegrep.rl.training_run import parse_train_args
+
+    yaml = Path(__file__).resolve().parent.parent / "configs" / "train" / "ci.yaml"
+    assert parse_train_args(yaml, {"scale_rewards": False}).grpo.scale_rewards == "none"
+    assert parse_train_args(yaml, {"scale_rewards": True}).grpo.scale_rewards == "group"
+    with pytest.raises(ConfigError, match="report_to=none"):
+        parse_train_args(yaml, {"report_to": None})
+
+
+def test_an_output_under_a_folder_that_cannot_be_searched_is_one_line(tmp_path, monkeypatch):
+    """``Path.exists`` raises PermissionError (EACCES) under a folder the user may not search: the new cleanup's
+    look at which folders a write makes turned 'cannot create its directory' into a traceback."""
+    from codegrep.files import atomic_write
+
+    locked = tmp_path / "locked"
+    real_exists = Path.exists
+
+    def exists(self, *a, **k):
+        if str(self).startswith(str(locked)):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_exists(self, *a, **k)
+
+    def mkdir(self, *a, **k):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "exists", exists)
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    with pytest.raises(UserError, match="cannot create its directory"):
+        with atomic_write(locked / "sub" / "x.txt", "w") as fh:
+            fh.write("x")
+
+
+def test_vllm_model_impl_takes_values_trl_passes_on_to_vllm():
+    """TRL's docstring lists transformers and vllm for ``vllm_model_impl``; vLLM also takes ``auto`` (its default):
+    refused by the docstring check, a GPU user's valid YAML failed."""
+    from trl import GRPOConfig
+
+    from codegrep.config import check_choice, field_choices
+
+    assert field_choices(GRPOConfig, "vllm_model_impl") is None
+    check_choice(GRPOConfig, "vllm_model_impl", "auto", "c.yaml: vllm_model_impl")

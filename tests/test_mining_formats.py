@@ -717,6 +717,17 @@ def test_a_view_whose_output_says_it_failed_is_no_view():
     assert rec.viewed_files == ["bottle/a.py", "tests/serializers/models.py"] and rec.n_views == 2
 
 
+def test_a_view_whose_own_text_names_the_path_beside_an_error_word_is_a_view():
+    """A shown file's own lines (``cat -n``'s numbered text, a comment naming a path) beside "Permission denied" or
+    "does not exist" were taken for the reader's error: the view, and one file of a ``head`` of two, were dropped."""
+    rec = supervision_record(parse_row(_mini_run_outputs([
+        ("cat -n pkg/a.py", "<returncode>0</returncode>\n<output>\n     1\t# see pkg/a.py: Permission denied errors "
+                            "are retried\n</output>"),
+        ("head -n 20 pkg/c.py pkg/b.py", "<returncode>0</returncode>\n<output>\n==> pkg/c.py <==\n# pkg/b.py does not "
+                                         "exist on Windows\n==> pkg/b.py <==\nimport os\n</output>")])))
+    assert rec.viewed_files == ["pkg/a.py", "pkg/c.py", "pkg/b.py"] and rec.n_views == 3
+
+
 def test_an_editor_view_that_errored_is_no_view():
     """An editor ``view`` answered by an error (a bad ``view_range``, a missing path), SWE-agent's ``open`` of a file
     that is not there and an OpenHands ``read`` answered by an error observation read nothing."""

@@ -173,11 +173,19 @@ def unread(raw: str, output: str) -> bool:
     (True, False, False)
     >>> unread("a.py", "head: cannot open 'a.py' for reading: No such file or directory"), unread("a.py", "1 import os")
     (True, False)
+    >>> unread("pkg/a.py", "     1\t# pkg/a.py: Permission denied errors are retried"), unread("x", "fatal: path 'x' does not exist in 'HEAD'")
+    (False, True)
     """
     if not _UNREAD.search(output):
         return False
     name = re.compile(r"(?<![\w./-])" + re.escape(raw) + r"(?![\w/-]|\.\w)")
-    return any(_UNREAD.search(line) and name.search(line) for line in output.splitlines() if raw in line)
+    return any(_UNREAD.search(line) and name.search(line) for line in output.splitlines()
+               if raw in line and _ERROR_LINE.match(line))
+
+
+_ERROR_LINE = re.compile(r"[\w.+/-]+: ")
+"""How a program's error line opens (``cat: ``, ``sed: ``, ``fatal: ``): a shown file's own text (``cat -n``'s numbered
+lines, ``head``'s ``==>`` headers, a comment that names a path) is not its reader's error."""
 
 
 def _sed_lines(script: str) -> tuple[int, int] | None:
@@ -319,6 +327,8 @@ def _rewrite(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     >>> [(e.kind, e.path) for c in ("gofmt -w cmd/main.go", "gofmt -l cmd/main.go", "black -l 100 pkg/a.py",
     ...  "ruff format --check pkg/b.py", "ruff check --fix pkg/c.py", "npx prettier --write src/app.ts") for e in parse_shell(c)]
     [('edit', 'cmd/main.go'), ('run', None), ('edit', 'pkg/a.py'), ('run', None), ('edit', 'pkg/c.py'), ('edit', 'src/app.ts')]
+    >>> [(e.kind, e.path) for c in ("ruff format", "black", "ruff check --fix") for e in parse_shell(c)]  # no file named
+    [('run', None), ('run', None), ('run', None)]
     """
     key = prog if prog in _IN_PLACE or prog == "truncate" else f"{prog} {args[0]}"  # ruff format f
     args = args if key == prog else args[1:]
@@ -327,8 +337,8 @@ def _rewrite(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     if prog == "truncate":
         size = opts.get("-s") or opts.get("--size") or ""
         kinds = [("create" if size.strip() == "0" else "edit", p) for p in pos]
-    elif opts.keys() & set(reports) or (writes and not opts.keys() & set(writes)):
-        return [Event("run", ctx.step, command=" ".join([key, *args])[:200])]  # it only reports
+    elif opts.keys() & set(reports) or (writes and not opts.keys() & set(writes)) or not pos:
+        return [Event("run", ctx.step, command=" ".join([key, *args])[:200])]  # it only reports, or names no file
     elif prog in _CONVERTERS and opts.keys() & {"-n", "--newfile"}:
         kinds = [(kind, p) for pair in zip(pos[::2], pos[1::2]) for kind, p in zip(("view", "create"), pair)]
     else:  # a formatter given a directory (``black .``, ``gofmt -w pkg/``) rewrites files under it: no one file

@@ -136,7 +136,7 @@ def _compare(args: argparse.Namespace) -> int:
     from codegrep.retrievers.evaluate import comparison_table, read_rows
 
     if args.out:
-        refuse_overwriting_inputs({"--out": args.out}, {"RESULTS": a for a in args.results})
+        refuse_overwriting_inputs({"--out": args.out}, {f"results file {i}": a for i, a in enumerate(args.results, 1)})
     results: dict[str, list[dict]] = {}
     for path in map(Path, args.results):
         if not path.is_file():

@@ -237,8 +237,10 @@ def _unknown_set(message: str, overrides: dict[str, Any] | None) -> str:
     return str(unknown_key_error(unknown[0], fields, f"--set {unknown[0]}"))
 
 
-def _null_overrides(overrides: dict[str, Any] | None) -> dict[str, None]:
-    """The overrides that are null (``--set KEY=``, empty, or ``--set KEY=null``) of fields that take null
+def _null_overrides(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The overrides that go in as values, not through TrlParser's command line: bools given to a field not typed
+    ``bool`` (``scale_rewards=false``, which TRL maps from the bool only), and nulls (``--set KEY=``, empty, or
+    ``--set KEY=null``) of fields that take null
     (``train_tasks``: every task; ``name``: the default run name). TrlParser's command line cannot say null: the
     string 'None' became the run name, the runs directory (``out=``: runs written to ./None), the model, a
     ``warm_start_dir``; a field that takes no null is one line naming the key."""
@@ -249,16 +251,23 @@ def _null_overrides(overrides: dict[str, Any] | None) -> dict[str, None]:
     from codegrep.config import _describe, _hints, type_ok
     from codegrep.rl.trainer import CodeGrepArgs
 
-    nulls: dict[str, None] = {}
+    nulls: dict[str, Any] = {}
     for key, value in (overrides or {}).items():
         for cls in (CodeGrepArgs, GRPOConfig):
-            if value is None and key in {f.name for f in dataclasses.fields(cls)}:
-                tp = _hints(cls).get(key, Any)
+            if key not in {f.name for f in dataclasses.fields(cls)}:
+                continue
+            tp = _hints(cls).get(key, Any)
+            if value is None:
+                if key == "report_to":  # transformers turns a null report_to into [None], refused by the Trainer
+                    raise ConfigError("--set report_to: no value (empty or null); write report_to=none for no "
+                                      "integration")
                 if not type_ok(None, tp):
                     raise ConfigError(f"--set {key}: no value (empty or null); {key} must be {_describe(tp)} (drop "
                                       "this --set to keep the train YAML's value)")
                 nulls[key] = None
-                break
+            elif isinstance(value, bool) and tp is not bool:  # scale_rewards=false: on a command line the string
+                nulls[key] = value  # 'false', which TRL's bool mapping never sees (a ValueError at the first reward)
+            break
     return nulls
 
 
