@@ -325,3 +325,17 @@ def test_a_dotnet_test_project_and_a_swift_test_target_are_test_folders():
         assert is_test(path) and is_test_path(path), path
     for path in ("Src/Newtonsoft.Json/JsonConvert.cs", "src/Shop.Testing/Clock.cs", "Sources/Shop/Latest.swift"):
         assert not is_test(path) and not is_test_path(path), path
+
+
+def test_perl_tests_are_tests_and_rust_benches_are_not():
+    """Perl's tests are ``t/*.t`` (``prove``'s layout; ``xt/`` for author tests) with helpers in ``t/lib``: neither
+    rule knew them, so a Perl repository's tests were source. Rust's ``tests/`` (integration tests) are tests; its
+    ``benches/`` are benchmark code, not tests, and stay source."""
+    from codegrep.data.paths import is_test_path
+    from codegrep.mining.targets import is_test
+
+    for path in ("t/basic.t", "xt/author/pod.t", "t/lib/Shop/TestHelper.pm", "tests/integration.rs",
+                 "crates/core/tests/common/mod.rs"):
+        assert is_test(path) and is_test_path(path), path
+    for path in ("lib/Shop/Cart.pm", "benches/parse.rs", "src/t.rs", "lib/Shop/Cart.pm.tmpl"):
+        assert not is_test_path(path), path

@@ -775,6 +775,12 @@ def test_an_editor_view_that_errored_is_no_view():
     ("black .", [("edit", "*")]),  # a directory: files under it, no one file
     ("sed -i -f fix.sed pkg/a.py", [("edit", "pkg/a.py")]),  # the script is a file: every word is a file
     ("sed --in-place=.bak -e 's/a/b/' pkg/a.py", [("edit", "pkg/a.py")]),
+    ("go fmt ./...", [("edit", "*")]),  # Go's package pattern: the packages under ., no file named './...'
+    ("gofmt -l -w pkg/...", [("edit", "pkg/*")]),
+    ("go fmt -n ./...", [("run", None)]),  # prints the commands only
+    ("prettier --write Makefile", [("edit", "Makefile")]),  # a suffix-less file, not a folder
+    ("perl -I lib fix.pl", [("run", None)]),  # -I's value is a folder of modules: fix.pl is the program, no file read
+    ("perl -I lib -ne 'print' pkg/a.py", [("view", "pkg/a.py")]),
 ])
 def test_in_place_writers_are_edits(command, expected):
     """``ruby -i``, formatters that rewrite their files (``gofmt -w``, ``prettier --write``, ``black``, ``ruff
@@ -846,3 +852,58 @@ def test_claude_code_tool_calls_are_read():
         traj = parse_row(row)
         assert traj.n_steps == len(calls)
         assert [(e.kind, e.path, e.pattern, e.lines) for e in traj.events] == expected
+
+
+def test_a_write_whose_output_says_it_failed_is_no_edit():
+    """``sed -i`` of a path that is not there and a redirection into a folder that is not there ("No such file or
+    directory", the program's or the shell's error line naming the path) wrote nothing: they counted as edits."""
+    rec = supervision_record(parse_row(_mini_run_outputs([
+        ("sed -i 's/a/b/' bottle/gone.py bottle/a.py", "<returncode>2</returncode>\n<output>\nsed: can't read "
+                                                        "bottle/gone.py: No such file or directory\n</output>"),
+        ("cat <<'EOF' > bottle/new/x.py\nx = 1\nEOF", "<returncode>1</returncode>\n<output>\nbash: line 1: "
+                                                     "bottle/new/x.py: No such file or directory\n</output>")])))
+    assert rec.edited_files == ["bottle/a.py"]
+
+
+def test_an_editor_edit_that_was_rejected_is_no_edit():
+    """An edit whose answer says it was not applied (SWE-agent's linter: "Your proposed edit has introduced new syntax
+    error(s)"; ``str_replace`` "No replacement was performed, old_str ... did not appear verbatim"; OpenHands' error
+    observation; Claude Code's ``<tool_use_error>``) counted as an edit of the file; an applied one still does."""
+    path = "/workspace/getmoto__moto__4.1/moto/a.py"
+    lint = ("Your proposed edit has introduced new syntax error(s). Please read this error message carefully and then "
+            "retry editing the file.\nERRORS:\n- E999 IndentationError: unexpected indent")
+    verbatim = f"ERROR:\nNo replacement was performed, old_str `x = 1` did not appear verbatim in {path}."
+    gym = {"instance_id": "getmoto__moto-5865", "run_id": "r", "test_result": {"git_patch": ""}, "messages": [
+        {"role": "user", "content": _UPLOADED}, *_answered(
+            (_tool_call("str_replace_editor", command="str_replace", path=path, old_str="x = 1", new_str="x = 2"),
+             verbatim.replace("ERROR:\n", "")),
+            (_tool_call("Edit", file_path=path, old_string="x = 1", new_string="x = 2"),
+             "<tool_use_error>String to replace not found in file.</tool_use_error>"))]}
+    swe = {"trajectory": [
+        {"action": "open moto/a.py\n", "observation": "[File: /moto/moto/a.py (9 lines total)]", "state": {}},
+        {"action": "edit 2:2\n  x = 2\nend_of_edit\n", "observation": lint, "state": {"open_file": "/moto/moto/a.py"}},
+        {"action": "str_replace_editor str_replace /moto/moto/a.py --old_str 'x = 1' --new_str 'x = 2'\n",
+         "observation": verbatim.replace("ERROR:\n", "").replace(path, "/moto/moto/a.py"), "state": {}}],
+        "info": {"submission": ""}, "history": [{"role": "user", "content": "ISSUE:\nx\n(Current directory: /moto)"}]}
+    nebius = {"instance_id": "getmoto__moto-5865_3", "target": True, "generated_patch": "", "trajectory": [
+        {"role": "system", "text": "s"}, {"role": "user", "text": "ISSUE:\nFix\n(Current directory: /moto)"},
+        {"role": "ai", "text": "```\nopen moto/a.py\n```"}, {"role": "user", "text": "[File: /moto/moto/a.py]"},
+        {"role": "ai", "text": "```\nedit 2:2\n  x = 2\nend_of_edit\n```"}, {"role": "user", "text": lint}]}
+    oh = {"instance_id": "getmoto__moto-5865", "test_result": {"git_patch": ""}, "history": [
+        {"id": 1, "source": "agent", "action": "edit", "args": {"path": path, "command": "str_replace"}},
+        {"id": 2, "source": "environment", "observation": "error", "cause": 1, "content": verbatim}]}
+    for row in (gym, swe, nebius, oh):
+        assert not [e for e in parse_row(row).events if e.kind in ("edit", "create")], row
+        applied = json.loads(json.dumps(row).replace("<tool_use_error>", "").replace("error", "edit").replace(
+            "Your proposed", "Our").replace("No replacement", "A replacement").replace("ERROR", "OK"))
+        assert ("edit", "moto/a.py") in [(e.kind, e.path) for e in parse_row(applied).events], row
+
+
+def test_an_editor_view_of_a_suffix_less_file_is_a_view():
+    """``str_replace_editor view Makefile`` with no answer recorded was taken for a folder listing (no dot in the
+    name); the formatters share the rule (``prettier --write Makefile``)."""
+    from codegrep.mining.formats.tools import tool_events
+
+    assert [(e.kind, e.path) for p in ("/testbed/Makefile", "/testbed/docker/Dockerfile", "/testbed/pkg")
+            for e in tool_events("str_replace_editor", {"command": "view", "path": p}, 0, None)] == [
+        ("view", "Makefile"), ("view", "docker/Dockerfile"), ("list", "pkg")]

@@ -33,9 +33,11 @@ def suffix_alternation(suffixes: tuple[str, ...]) -> str:
 
 
 TEST_DIRS = frozenset({"test", "tests", "testing", "unittests", "__tests__", "spec", "specs", "testdata",
-                       "__snapshots__"})
+                       "__snapshots__", "t", "xt"})
 """Folder names whose files are tests or their data, wherever they sit in the path (``__tests__``: Jest; ``spec``:
-RSpec, Jasmine; ``testdata``: the go tool's fixtures; ``__snapshots__``: Jest's recorded outputs)."""
+RSpec, Jasmine; ``testdata``: the go tool's fixtures; ``__snapshots__``: Jest's recorded outputs; ``t``, ``xt``:
+Perl's (and git's) TAP tests, author tests and their ``t/lib`` helpers). Not Rust's ``benches/``: benchmark code, not
+tests (a Rust crate's integration tests are its ``tests/``)."""
 _SOURCE_SET_TEST = re.compile(r"^(?:[a-z][A-Za-z]*Test|[A-Z][\w.]*\.(?:[A-Z][a-z]+)?Tests?|(?:[A-Z][A-Za-z]*)?Tests)$")
 """Kotlin Multiplatform and Android source sets of tests (``commonTest/``, ``jvmTest/``, ``androidTest/``), .NET test
 projects (``Newtonsoft.Json.Tests/``, ``Shop.UnitTests/``), SwiftPM/Xcode test targets (``Tests/``, ``AppTests/``)."""
@@ -60,7 +62,7 @@ _CLASS_TEST_SUFFIXES = (".java", ".kt", ".scala", ".cs", ".php", ".swift")
 
 def is_test_path(path: str) -> bool:
     """Test files by the conventions of pytest, unittest, Django, Go, JS (Jest, tsd, Cypress), Ruby, Rust, Java,
-    Kotlin, C# (NUnit/xUnit), C++ (``*_unittest.cc``), PHP and Swift.
+    Kotlin, C# (NUnit/xUnit), C++ (``*_unittest.cc``), PHP, Swift and Perl (``*.t``).
 
     >>> [is_test_path(p) for p in ("pkg/tests/x.py", "test_a.py", "a_test.go", "pkg/core.py", "conftest.py")]
     [True, True, True, False, True]
@@ -78,12 +80,14 @@ def is_test_path(path: str) -> bool:
     [True, True, True]
     >>> [is_test_path(p) for p in ("src/Test/a.kt", "src/contest/a.kt", "pkg/fancy.py")]
     [False, False, False]
+    >>> [is_test_path(p) for p in ("t/basic.t", "xt/author/pod.t", "t/lib/Helper.pm", "benches/parse.rs")]
+    [True, True, True, False]
     """
     parts = path.split("/")
     name = parts[-1]
     stem = name.rsplit(".", 1)[0]
     return (any(map(is_test_dir, parts[:-1])) or stem.startswith("test_")
-            or stem.endswith(("_test", "_unittest", ".test", ".spec", ".test-d", ".cy"))
+            or stem.endswith(("_test", "_unittest", ".test", ".spec", ".test-d", ".cy")) or name.endswith(".t")
             or name in ("conftest.py", "tests.py", "tests.rs")
             or (stem.endswith("_spec") and not name.endswith(".py"))
             or (stem.startswith("Test") and name.endswith(".java"))

@@ -82,6 +82,23 @@ def glob_split(path: str | None) -> tuple[str, str] | None:
     return "/".join(parts[:at]), "/".join(parts[at:])
 
 
+_EXTENSIONLESS = re.compile(r"(?:[A-Z][a-z]*|GNUmake|make)file|LICENSE|README|CHANGELOG|CHANGES|AUTHORS|NOTICE|COPYING"
+                            r"|VERSION|CODEOWNERS|MANIFEST")
+"""Conventional file names without a suffix: ``Makefile``, ``Dockerfile``, ``Gemfile``, ``Jenkinsfile``, ``LICENSE``."""
+
+
+def looks_like_file(path: str) -> bool:
+    """Whether a path named without other evidence is a file rather than a folder: its name has a suffix
+    (``a.py``, ``.eslintrc.json``) or is a conventional suffix-less file name (``_EXTENSIONLESS``); ``pkg``, ``.``,
+    ``src/`` are folders.
+
+    >>> [looks_like_file(p) for p in ("pkg/a.py", "pkg", ".", "src/", "Makefile", "docker/Dockerfile", "LICENSE", "lib")]
+    [True, False, False, False, True, True, True, False]
+    """
+    name = path.rstrip("/").rpartition("/")[2] if not path.endswith("/") else ""
+    return "." in name.strip(".") or _EXTENSIONLESS.fullmatch(name) is not None
+
+
 def viewed_files(events: Iterable[Event]) -> list[str]:
     """The repository files the events view, in first-view order: a wildcard (``cat pkg/*.py``) or a path outside
     the repository names none, as in the supervision record's ``viewed_files``.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from codegrep.mining.events import Event, glob_split, repo_path
+from codegrep.mining.events import Event, glob_split, looks_like_file, repo_path
 from codegrep.mining.shell_words import HEREDOC, _SUBSHELL, _heredocs, _positionals, _split, _Stage, tokenize
 
 _SED_RANGE = re.compile(r"^\s*(\d+)\s*(?:,\s*(\d+|\$))?\s*p")
@@ -63,6 +63,7 @@ _IN_PLACE = {
     "autoflake": (("-i", "--in-place"), ("-c", "--check", "--check-diff")), "gofmt": (("-w",), ()),
     "goimports": (("-w",), ()), "prettier": (("--write", "-w"), ("--check", "-c", "--list-different", "-l")),
     "clang-format": (("-i",), ()), "rustfmt": ((), ("--check",)), "eslint": (("--fix",), ("--fix-dry-run",)),
+    "go fmt": ((), ("-n",)),
 }
 """THE list of programs that rewrite the files they are given in place (besides ``sed -i``, ``perl``/``ruby -i`` and
 ``truncate``, whose scripts or sizes need their own reading): program (or ``program subcommand``) -> (the options one
@@ -151,22 +152,26 @@ class _Context:
             self.files[path] = self.files[path] + "\n" + text if append else text
 
     def event(self, kind: str, raw_path: str | None = None, **kw) -> Event:
-        """The event of ``raw_path``; a view the recorded output says failed (``unread``) names no file."""
+        """The event of ``raw_path``; a view or a write the recorded output says failed (``unread``: ``cat x.py``,
+        ``sed -i ... x.py``, ``> nodir/x.py`` answered "No such file or directory") names no file."""
         path = self.path(raw_path) if raw_path is not None else None
-        if kind == "view" and path is not None and self.output and unread(raw_path, self.output):
+        if kind in _CHECKED and path is not None and self.output and unread(raw_path, self.output):
             path = None  # dropped with the events that name no file
         return Event(kind, self.step, path, **kw)
 
 
+_CHECKED = frozenset({"view", "edit", "create"})
+"""The events a program's error line undoes: it read, or wrote, nothing of the file it names."""
 _UNREAD = re.compile(r"No such file or directory|Is a directory|Not a directory|Permission denied|does not exist")
 """What a program prints when it could not read a file (the system's ENOENT, EISDIR, ENOTDIR, EACCES; ``git show``'s
 ``path 'x' does not exist``)."""
 
 
 def unread(raw: str, output: str) -> bool:
-    """The recorded output of a command says it could not read ``raw``, the path as the command named it: a line of
-    ``_UNREAD`` that names it (``cat: x.py: No such file or directory``, ``sed: can't read x.py: ...``, ``head:
-    cannot open 'x.py' for reading: ...``, ``cat: pkg: Is a directory``).
+    """The recorded output of a command says it could not read (or open for writing) ``raw``, the path as the
+    command named it: a line of ``_UNREAD`` that names it (``cat: x.py: No such file or directory``, ``sed: can't
+    read x.py: ...`` (also ``sed -i``'s), ``head: cannot open 'x.py' for reading: ...``, ``cat: pkg: Is a
+    directory``, ``bash: nodir/x.py: No such file or directory`` of a redirection).
 
     >>> gone = "cat: pkg/x.py: No such file or directory"
     >>> unread("pkg/x.py", gone), unread("x.py", gone), unread("pkg/x.py", "pkg/x.py: 1 line")
@@ -263,10 +268,10 @@ def _awk_lines(script: str) -> tuple[int, int] | None:
     return start, int(b) - 1 if op2 == "<" else int(b)
 
 
-_SCRIPTED = {"perl": ("eE", "IMmFdDx", ""), "ruby": ("e", "rICEFxKTW", "rICE")}
+_SCRIPTED = {"perl": ("eE", "IMmFdDx", "I"), "ruby": ("e", "rICEFxKTW", "rICE")}
 """Interpreters that run a one-line program over files (``-i``: in place): program -> (the letters whose value is the
 next word, the program text; the letters whose value is the rest of their word; of those, the ones whose value is
-the next word when the rest is empty). ``-0``/``-l`` take digits only (``-0777``, ``-lne``); ``-i`` takes the rest
+the next word when the rest is empty: ``perl -I lib``, ``ruby -r json``). ``-0``/``-l`` take digits only (``-0777``, ``-lne``); ``-i`` takes the rest
 of its word (the backup suffix: ``-i.bak``)."""
 
 
@@ -280,6 +285,8 @@ def _one_liner(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     >>> [(e.kind, e.path) for c in ("perl -MList::Util=sum -lne 'print' x.py", "ruby -i -pe 'gsub(/a/, %q(b))' x.rb",
     ...  "ruby -r json -pi.orig -e 'x' y.rb", "ruby -ne 'print if /def/' z.rb") for e in parse_shell(c)]
     [('view', 'x.py'), ('edit', 'x.rb'), ('edit', 'y.rb'), ('view', 'z.rb')]
+    >>> [(e.kind, e.path) for c in ("perl -I lib fix.pl", "perl -Ilib -ne 'print' x.pl") for e in parse_shell(c)]
+    [('run', None), ('view', 'x.pl')]
     """
     scripts, rest, next_word = _SCRIPTED[prog]
     in_place, script, files, i = False, False, [], 0
@@ -317,7 +324,8 @@ def _rewrite(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     """``truncate -s N f`` and the programs of ``_IN_PLACE`` (``dos2unix f``, ``black f``, ``gofmt -w f``) change
     their files in place: edits (``truncate -s 0 f`` empties f, as ``> f`` does: a create); ``dos2unix -n IN OUT``
     reads IN and writes OUT; without the option that makes it write (``gofmt f`` prints), or with one that makes it
-    only report (``black --check f``, ``dos2unix -i f``), it writes nothing: a run.
+    only report (``black --check f``, ``dos2unix -i f``), it writes nothing: a run. A formatter given a folder
+    rewrites the files under it (``_formatted``).
 
     >>> [(e.kind, e.path) for c in ("truncate -s 0 log.txt", "truncate -s +1 pkg/a.py", "dos2unix pkg/a.py pkg/b.py")
     ...  for e in parse_shell(c)]
@@ -327,6 +335,8 @@ def _rewrite(prog: str, args: list[str], ctx: _Context) -> list[Event]:
     >>> [(e.kind, e.path) for c in ("gofmt -w cmd/main.go", "gofmt -l cmd/main.go", "black -l 100 pkg/a.py",
     ...  "ruff format --check pkg/b.py", "ruff check --fix pkg/c.py", "npx prettier --write src/app.ts") for e in parse_shell(c)]
     [('edit', 'cmd/main.go'), ('run', None), ('edit', 'pkg/a.py'), ('run', None), ('edit', 'pkg/c.py'), ('edit', 'src/app.ts')]
+    >>> [(e.kind, e.path) for c in ("go fmt ./...", "gofmt -w .", "prettier --write Makefile") for e in parse_shell(c)]
+    [('edit', '*'), ('edit', '*'), ('edit', 'Makefile')]
     >>> [(e.kind, e.path) for c in ("ruff format", "black", "ruff check --fix") for e in parse_shell(c)]  # no file named
     [('run', None), ('run', None), ('run', None)]
     """
@@ -341,13 +351,26 @@ def _rewrite(prog: str, args: list[str], ctx: _Context) -> list[Event]:
         return [Event("run", ctx.step, command=" ".join([key, *args])[:200])]  # it only reports, or names no file
     elif prog in _CONVERTERS and opts.keys() & {"-n", "--newfile"}:
         kinds = [(kind, p) for pair in zip(pos[::2], pos[1::2]) for kind, p in zip(("view", "create"), pair)]
-    else:  # a formatter given a directory (``black .``, ``gofmt -w pkg/``) rewrites files under it: no one file
-        kinds = [("edit", p if prog in _CONVERTERS or "." in p.rstrip("/").rpartition("/")[2].strip(".")
-                  else f"{p.rstrip('/') or '.'}/*") for p in pos]
+    else:
+        kinds = [("edit", p if prog in _CONVERTERS else _formatted(p)) for p in pos]
     for kind, p in kinds:
         if kind != "view":
             ctx.written(p, None)  # what the run knew it held is gone
     return [ctx.event(kind, p) for kind, p in kinds]
+
+
+def _formatted(raw: str) -> str:
+    """What a formatter given ``raw`` rewrites: that file, or, given a folder (``black .``, ``gofmt -w pkg/``) or
+    Go's package pattern (``go fmt ./...``, ``gofmt -w pkg/...``), the files under it, no one file: ``pkg/*``. A
+    name is a folder unless ``looks_like_file`` (``prettier --write Makefile`` formats the file).
+
+    >>> [_formatted(p) for p in ("a.py", ".", "pkg/", "./...", "pkg/...", "Makefile", "src")]
+    ['a.py', './*', 'pkg/*', './*', 'pkg/*', 'Makefile', 'src/*']
+    """
+    folder = raw[:-3] if raw.endswith("...") else raw
+    if folder is raw and looks_like_file(raw):
+        return raw
+    return f"{folder.rstrip('/') or '.'}/*"
 
 
 def _search(prog: str, args: list[str], ctx: _Context) -> list[Event]:

@@ -112,37 +112,75 @@ _TYPE = r"[\w<>\[\],.?](?:[\w<>\[\],.? ]*?[\w<>\[\],.?])?"
 # (a Java/C# return type: its own spaces inside only, so a run of spaces is split one way: no cubic backtracking)
 _ANNOTATION = r"(?:@[A-Za-z_][\w.]*(?:\([^()\n]*\))?[ \t]+)*"
 """Java/Kotlin annotations the line opens with (``@Override public void write(...)``)."""
-_QUALIFIED = r"&?(?:[A-Za-z_$][\w$]*(?:\.|::))*"
+_TYPE_ARGS = r"<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>"
+"""Generic or template arguments, nested up to three deep (``<K, Map<K, List<V>>>``; each step reads one character or
+one bracket, so a line of ``<`` stays linear)."""
+_QUALIFIED = r"&?(?:[A-Za-z_$][\w$]*(?:" + _TYPE_ARGS + r")?\??(?:\.|::))*"
 """What a defined name may follow: its receiver or namespace (Ruby ``def self.call``, ``class Rack::Lint``, Kotlin
-``fun String.capitalize``) or PHP's ``function &name`` (a reference); the name is the last part."""
+``fun String.capitalize``, ``fun <T> List<T>.second``, ``fun String?.orEmpty``) or PHP's ``function &name`` (a
+reference); the name is the last part."""
 _OTHER_DEFINITION = re.compile(
-    r"^[ \t]*" + _ANNOTATION + r"(?P<mods>(?:" + _MODIFIER + r"[ \t]+)+)?"  # a keyword, then the name (Go's method
+    # all the line's modifiers or none (a lookahead does not backtrack: a line of 1,400 modifiers took 0.5 s,
+    # quadratic), then a keyword and the name (Go's method receiver, `type T`), not C's `struct timeval tv;`/`*tv` (a
+    # use of the type)
+    r"^[ \t]*" + _ANNOTATION + r"(?P<mods>(?=(?P<run>(?:" + _MODIFIER + r"[ \t]+)+))(?P=run))?"
     r"(?:(?:class|def|defp|sub|func|fn|fun|function\*?|interface|trait|protocol|object|type|record|module|macro_rules!"
-    r"|(?P<tag>struct|union|enum))"  # receiver, `type T`), not C's `struct timeval tv;`/`*tv` (a use of the type)
-    r"(?:[ \t]*\([^)\n]*\))?[ \t]+" + _QUALIFIED + r"(?P<kw>[A-Za-z_$][\w$]*)"
+    r"|(?P<tag>struct|union|enum(?:[ \t]+(?:class|struct)\b)?))"
+    r"(?:[ \t]*\([^)\n]*\))?(?:[ \t]*" + _TYPE_ARGS + r")?[ \t]+" + _QUALIFIED + r"(?P<kw>[A-Za-z_$][\w$]*)"
     r"(?(tag)(?![\w$]|[ \t]*(?:[*&]|[A-Za-z_]\w*[ \t]*[;=,)(\[])))"
     r"|(?:export[ \t]+)?(?:const|let|var)[ \t]+(?P<bound>[A-Za-z_$][\w$]*)[ \t]*(?::[^=\n]*)?=[ \t]*"
     r"(?:async[ \t]*)?(?:function\b|[A-Za-z_$][\w$]*[ \t]*=>"  # a function bound to a name (JS/TS arrows): its
     r"|(?:<[^>\n]*>[ \t]*)?\((?=[^)\n]*(?:$|\)[^=\n]*=>)))"  # parameters, then `=>` (not `let n = (a + b) as u32`)
     r"|(?(mods)" + _TYPE + r"[ \t]+(?P<method>[A-Za-z_]\w*)(?:<[\w, ]*>)?[ \t]*\(|(?!)))", re.M)  # Java/C#: a modifier
 """The rule of files of other languages, at the line's start after its annotations and modifiers: Go functions,
-methods (``func (c *Command) Name``) and types, Kotlin ``fun``/``data class``, Rust ``pub(crate) fn`` and
-``macro_rules!``, Ruby/Scala/Elixir ``def`` (``def self.call``: ``call``), Perl ``sub``, JS/TS ``export default
-function`` and functions bound to a name (``const f = (a) => ...``; a plain ``const x = 1`` or ``let n = (a + b) as
-u32`` defines no function), Java/C# methods (generic ones too: ``T Parse<T>(``) and ``final``/``abstract`` classes."""
+methods (``func (c *Command) Name``) and types, Kotlin ``fun``/``fun <T> pick``/``data class``/``enum class Color``
+(``Color``, as C++'s ``enum class``), Rust ``pub(crate) fn`` and ``macro_rules!``, Ruby/Scala/Elixir ``def`` (``def
+self.call``: ``call``), Perl ``sub``, JS/TS ``export default function`` and functions bound to a name (``const f = (a)
+=> ...``; a plain ``const x = 1`` or ``let n = (a + b) as u32`` defines no function), Java/C# methods after a modifier
+(generic ones too: ``T Parse<T>(``) and ``final``/``abstract`` classes."""
+TYPED_METHOD_SUFFIXES = (".java", ".cs")
+"""Files that also take the rule of methods declared by their type alone (:data:`_TYPED_METHOD`)."""
+_RETURN_TYPE = r"(?:" + _TYPE_ARGS + r"[ \t]+)?[A-Za-z_][\w.]*(?:" + _TYPE_ARGS + r")?\??(?:\[[, ]*\]\??)*"
+"""A Java/C# return type, after the method's own type parameters: ``void``, ``<T> T``, ``Map<K, List<V>>``,
+``String[]``, ``int?``; one word (so not ``value is T x ? F(``, a continued expression)."""
+_TYPED_METHOD = re.compile(
+    r"^[ \t]+" + _ANNOTATION + r"(?!(?:" + _MODIFIER + r"|return|new|throw|else|case|yield|await|assert|goto|do"
+    r"|using|var|import|package)\b)" + _RETURN_TYPE + r"[ \t]+(?!(?:if|for|foreach|while|switch|catch|lock|fixed"
+    r"|using|when|return|new)\b)(?P<method>[A-Za-z_]\w*)(?:<[\w, ]*>)?[ \t]*\((?![^{=\n]*;[ \t]*$)", re.M)
+"""Java's and C#'s methods without a modifier, in a class body (indented): package-private ``void run() {``,
+``<T> T pick(List<T> xs) {``, C#'s ``int Size() => n;``. Not an abstract or interface method (``void run();``: it
+ends with ``;`` before any body), not a statement (``return f(x)``, ``else if (x) {``, ``select new Foo(``, a
+ternary's ``? F(x)``, an attribute's ``[A, B(C)]``); a line that opens with a modifier is
+:data:`_OTHER_DEFINITION`'s (so ``public Foo(int x) {``, a constructor, defines nothing)."""
 C_SUFFIXES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx", ".inl", ".ipp", ".tpp", ".cu", ".cuh", ".m",
               ".mm")
 """Files that also take C's rule (:data:`_C_DEFINITION`)."""
+_C_NAME = r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*(?:" + _TYPE_ARGS + r")?"
+"""A C/C++ type or namespace word: ``int``, ``std::vector<int>``, ``Foo<T>``."""
+_GNU_HEAD = (r"(?=(?!(?:if|while|for|switch)\b)(?:[A-Za-z_]\w*::)*(?:[a-z_]|[A-Z][A-Z0-9_]*[a-z][a-z0-9_]*[A-Z])\w*"
+             r"[ \t]+\([\w \t*&,<>:\[\].]*(?:\)[ \t]*\{?|,)?[ \t]*(?:/[/*].*)?$)")
+"""GNU's definition line, its return type on the line above: a name at column 0, a space, then parameters alone to
+the line's end (``foo (int x)``, ``ff_stack_print (ff_state_t *bottom,``, ``Foo::bar (int x) {``). The name is
+lower-case or has a capital after a small letter (``XML_ParserCreate``), so not a comment's ``Copyright
+(Unpublished--...``, an all-capitals macro's ``G_DEFINE_TYPE (...)`` or ``int (*work) OF((...)) = f;``."""
 _C_DEFINITION = re.compile(
     r"^(?:#[ \t]*define[ \t]+(?P<macro>[A-Za-z_]\w*)"
     r"|typedef[ \t]+(?:(?:struct|union|enum)[ \t]+(?P<tagged>[A-Za-z_]\w*)|[^;(\n]*[ \t*](?P<alias>[A-Za-z_]\w*)[ \t]*;"
     r"|[^;(\n]*\([ \t]*\*?[ \t]*(?P<pointer>[A-Za-z_]\w*)[ \t]*\))"
     r"|\}[ \t]*(?P<closed>[A-Za-z_]\w*)[ \t]*;"  # `} printbuffer;`: a typedef'd struct's name
-    r"|(?!(?:return|else|case|goto|do|new|delete|throw|sizeof)\b)(?:[A-Za-z_]\w*(?:\([^()\n]*\))?[ \t*&]+)+"
-    r"(?:[A-Za-z_]\w*::)*(?P<function>~?[A-Za-z_]\w*)[ \t]*\((?![^\n]*;[ \t]*$))", re.M)
+    r"|(?:template[ \t]*" + _TYPE_ARGS + r"[ \t]*)?(?!(?:return|else|case|goto|do|new|delete|throw|sizeof)\b)"
+    r"(?:(?:" + _C_NAME + r"(?:\([^()\n]*\))?[ \t*&]+)+"  # its return type, or GNU's `foo (int x)` (the type above)
+    r"|" + _GNU_HEAD + r")"
+    r"(?:[A-Za-z_]\w*(?:" + _TYPE_ARGS + r")?::)*(?P<function>~?[A-Za-z_]\w*)[ \t]*\((?![^\n]*;[ \t]*$))", re.M)
 """C's and C++'s definitions at column 0 (where they sit; calls and locals are indented): functions with their
-return type and no modifier (``CJSON_PUBLIC(cJSON *) cJSON_Parse(const char *value)``, ``void Foo::bar(int x) {``;
-not a prototype, which ends with ``;``), ``#define`` macros and ``typedef`` names."""
+return type and no modifier (``CJSON_PUBLIC(cJSON *) cJSON_Parse(const char *value)``, ``void Foo::bar(int x) {``,
+``std::vector<int> Foo::bar(``, ``template <typename T> T Foo<T>::get(``; not a prototype, which ends with ``;``),
+GNU's ``foo (int x)`` under its return type's own line (:data:`_GNU_HEAD`), ``#define`` macros and ``typedef``
+names."""
+_LANGUAGE_RULES = ((TYPED_METHOD_SUFFIXES, _TYPED_METHOD, ("method",)),
+                   (C_SUFFIXES, _C_DEFINITION, ("macro", "tagged", "alias", "pointer", "closed", "function")))
+"""The rules a file of these suffixes takes besides :data:`_OTHER_DEFINITION`, with the groups naming what they
+define."""
 
 
 def python_rule(path: str) -> bool:
@@ -157,7 +195,8 @@ def python_rule(path: str) -> bool:
 def line_definitions(line: str, path: str = "") -> list[str]:
     """The names one line defines, in order: Python's rule in a Python file (or with no ``path``); in a file of another
     language :data:`_OTHER_DEFINITION` (its ``def``/``class`` included, so Ruby's ``def self.call`` defines ``call``),
-    and in a C-family file :data:`_C_DEFINITION` too. THE rule of "this line defines a name":
+    and the rules :data:`_LANGUAGE_RULES` gives its suffix too (Java/C# :data:`_TYPED_METHOD`, C-family
+    :data:`_C_DEFINITION`). THE rule of "this line defines a name":
     bm25's definition boost (:func:`definitions`, a file's lines), the grep heuristic's definition bonus and the
     agent's grep view (:func:`codegrep.retrievers.heuristic.defined_names`).
 
@@ -175,11 +214,10 @@ def line_definitions(line: str, path: str = "") -> list[str]:
     names: list[str] = []
     seen: set[str] = set()
     rules = [(_OTHER_DEFINITION, ("kw", "bound", "method"))]
-    if has_suffix(path, C_SUFFIXES):
-        rules.append((_C_DEFINITION, ("macro", "tagged", "alias", "pointer", "closed", "function")))
+    rules += [(rule, groups) for suffixes, rule, groups in _LANGUAGE_RULES if has_suffix(path, suffixes)]
     for rule, groups in rules:
         for m in rule.finditer(line):
-            for n in m.group(*groups):
+            for n in map(m.group, groups):
                 if n and n not in seen:
                     seen.add(n)
                     names.append(n)

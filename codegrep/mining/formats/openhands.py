@@ -51,14 +51,18 @@ def action_events(event: dict[str, Any], step: int, shell: ShellParser | None = 
     >>> action_events({"action": "read", "args": {"path": "/workspace/p/x.py"}}, 1, None, {"observation": "error",
     ...     "content": "File not found: /workspace/p/x.py. Your current working directory is /workspace/p."})
     []
+    >>> action_events({"action": "edit", "args": {"path": "/workspace/p/x.py", "command": "str_replace"}}, 2, None,
+    ...     {"observation": "error", "content": "ERROR:\\nNo replacement was performed, old_str `a` did not appear"})
+    []
     """
     args = event.get("args") or {}
     action = event.get("action")
     root = shell.root if shell is not None else None  # the stream's checkout, as its shell commands read it
+    refused = isinstance(observation, dict) and (observation.get("observation") == "error"
+                                                 or failed(_output(observation)[0]))
+    if action in ("read", "edit", "write") and refused:
+        return []  # a missing file, a directory, a bad range: nothing was read; a rejected edit: nothing written
     if action == "read":
-        if isinstance(observation, dict) and (observation.get("observation") == "error"
-                                              or failed(_output(observation)[0])):
-            return []  # a missing file, a directory, a bad range: nothing was read
         return editor_events({"command": "view", "path": args.get("path"),
                               "view_range": args.get("view_range") or _start_end(args)}, step, root)
     if action in ("edit", "write"):

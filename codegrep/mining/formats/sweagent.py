@@ -16,6 +16,7 @@ TRAJ, NEBIUS = "swe-agent", "nebius-swe-agent"
 _CODE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 _CWD = re.compile(r"\(Current directory: (/[^)]*)\)")
 _WINDOW = 100  # lines SWE-agent's file viewer shows
+_EDITS = ("edit", "insert", "append")  # the viewer's commands that change the open file
 
 
 def detect_traj(row: dict[str, Any]) -> bool:
@@ -49,6 +50,8 @@ class _Viewer:
         [('oqupy/pt.py', (10, 40))]
         >>> v.command("open oqupy/gone.py", 6, "File oqupy/gone.py not found"), v.open_file
         ([], 'oqupy/pt.py')
+        >>> v.command("edit 5:5\\n  x\\nend_of_edit", 7, "Your proposed edit has introduced new syntax error(s).")
+        []
         """
         first = action.strip().split("\n", 1)[0]
         try:
@@ -59,8 +62,8 @@ class _Viewer:
             return []
         cmd, args = words[0], words[1:]
         path = self.shell.path
-        if cmd == "open" and args and failed(output):  # File x not found: nothing opened, the open file stays
-            return []
+        if (cmd == "open" and args or cmd in _EDITS) and failed(output):  # File x not found: nothing opened (the
+            return []  # open file stays); an edit the linter rejected (``tools.failed``): nothing written
         if cmd == "open" and args:
             self.open_file = path(args[0])
             line = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
@@ -71,7 +74,7 @@ class _Viewer:
         if cmd == "create" and args:
             self.open_file = path(args[0])
             return [Event("create", step, self.open_file)] if self.open_file is not None else []
-        if cmd in ("edit", "insert", "append") and self.open_file:
+        if cmd in _EDITS and self.open_file:
             return [Event("edit", step, self.open_file)]
         if cmd == "search_file" and args:
             scope = path(args[1]) if len(args) > 1 else self.open_file
@@ -173,7 +176,7 @@ def parse_traj(row: dict[str, Any], source: str = "", report: Any = None) -> Tra
         if i and states[i - 1].get("working_dir"):  # the recorded state after the previous action: where this one ran
             viewer.shell.cwd = repo_path(states[i - 1]["working_dir"], root) or ""
         if state.get("open_file") not in (None, "n/a") and str(entry.get("action", "")).lstrip().startswith(
-                ("edit", "insert", "append")):
+                _EDITS):
             viewer.open_file = repo_path(state["open_file"], root)
         output = entry.get("observation")
         events += viewer.command(str(entry.get("action") or ""), i, output if isinstance(output, str) else None)

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 from typing import Any
 
-from codegrep.mining.events import Event, repo_path
+from codegrep.mining.events import Event, looks_like_file, repo_path
 from codegrep.mining.shell import ShellParser
 
 TOOLS = {
@@ -21,7 +20,9 @@ TOOLS = {
 """THE table of function-calling tools: name (any case) -> what a call does: ``bash`` (a shell command), ``editor``
 (``str_replace_editor``'s commands), or the one event kind the call is."""
 _FAILED = re.compile(r"\A\s*(?:OBSERVATION:\s*)?(?:ERROR\b|Error:|<tool_use_error>|Invalid `|Usage: "
-                     r"|The path \S.* does not exist|File (?:\S+ )?not found|File does not exist|No such file|EISDIR)")
+                     r"|The path \S.* does not exist|File (?:\S+ )?not found|File does not exist|No such file|EISDIR"
+                     r"|\[?Your proposed edit has introduced new syntax error|No replacement was performed"
+                     r"|Your changes have NOT been applied)")
 _DIR_LISTING = re.compile(r"files and directories up to|is a directory|points to a directory|Directory contents", re.I)
 _XML_CALL = re.compile(r"<function=([\w.-]+)>(.*?)(?:</function>|\Z)", re.S)
 _XML_PARAM = re.compile(r"<parameter=([\w.-]+)>\n?(.*?)\n?</parameter>", re.S)
@@ -32,12 +33,14 @@ def _looks_like_dir(path: str, observation: str | None) -> bool:
         return True  # the repository root
     if observation is not None:
         return bool(_DIR_LISTING.search(observation[:300]))
-    return "." not in posixpath.basename(path.rstrip("/"))
+    return not looks_like_file(path)
 
 
 def failed(observation: str | None) -> bool:
     """An editor's or a file tool's answer that says the call failed: nothing was shown (a missing path, a bad
-    ``view_range``; OpenHands' ``ERROR:``, Claude Code's ``<tool_use_error>``, SWE-agent's ``File x not found``).
+    ``view_range``; OpenHands' ``ERROR:``, Claude Code's ``<tool_use_error>``, SWE-agent's ``File x not found``), or
+    nothing was written (an edit the linter rejected: ``Your proposed edit has introduced new syntax error(s)``; a
+    ``str_replace`` whose ``old_str`` ``did not appear verbatim``: ``No replacement was performed``).
 
     >>> failed("OBSERVATION:\\nERROR:\\nInvalid `path` parameter: /testbed/x.py. The path /testbed/x.py does not exist.")
     True
@@ -45,6 +48,10 @@ def failed(observation: str | None) -> bool:
     (True, True)
     >>> failed("Here's the result of running `cat -n` on /testbed/a.py:\\n     1\tERROR = 1"), failed(None)
     (False, False)
+    >>> failed("No replacement was performed, old_str `x` did not appear verbatim in /testbed/a.py.")
+    True
+    >>> failed("Your proposed edit has introduced new syntax error(s). Please read this error message carefully")
+    True
     """
     return bool(observation) and _FAILED.match(observation) is not None
 
@@ -71,7 +78,8 @@ def _view_range(value: Any) -> tuple[int, int] | None:
 
 
 def editor_events(args: dict[str, Any], step: int, root: str | None, observation: str | None = None) -> list[Event]:
-    """``str_replace_editor`` (and OpenHands ``read``/``edit`` actions) -> one event.
+    """``str_replace_editor`` (and OpenHands ``read``/``edit`` actions) -> one event; none for a call whose
+    ``observation`` says it failed (``failed``: a view that showed nothing, an edit or a create that wrote nothing).
 
     >>> [(e.kind, e.path, e.lines) for e in editor_events({"command": "view", "path": "/testbed/pkg/b.py",
     ...                                                       "view_range": [3, 9]}, 0, None)]
@@ -90,6 +98,8 @@ def editor_events(args: dict[str, Any], step: int, root: str | None, observation
         if failed(observation):  # a missing file, a bad range: nothing was read
             return []
         return [Event("view", step, path, lines=_view_range(args.get("view_range")))]
+    if failed(observation):  # a rejected edit, a create over an existing file: nothing was written
+        return []
     kind = "create" if command == "create" else "edit"
     return [Event(kind, step, path)]
 
