@@ -907,3 +907,49 @@ def test_an_editor_view_of_a_suffix_less_file_is_a_view():
     assert [(e.kind, e.path) for p in ("/testbed/Makefile", "/testbed/docker/Dockerfile", "/testbed/pkg")
             for e in tool_events("str_replace_editor", {"command": "view", "path": p}, 0, None)] == [
         ("view", "Makefile"), ("view", "docker/Dockerfile"), ("list", "pkg")]
+
+
+def test_an_editor_view_of_a_dotfile_is_a_view():
+    """``looks_like_file`` reads ``.gitignore`` as ``gitignore`` (no suffix: a folder), so a view of a dotfile with no
+    answer recorded (every OpenHands ``read``: its answer is not passed on) became a folder listing; it was a view
+    before ``looks_like_file``, and still is."""
+    from codegrep.mining.formats.openhands import action_events
+    from codegrep.mining.formats.tools import tool_events
+
+    assert [(e.kind, e.path) for p in ("/testbed/.gitignore", "/testbed/.flake8", "/testbed/pkg/.coveragerc")
+            for e in tool_events("str_replace_editor", {"command": "view", "path": p}, 0, None)] == [
+        ("view", ".gitignore"), ("view", ".flake8"), ("view", "pkg/.coveragerc")]
+    assert [(e.kind, e.path) for e in action_events({"action": "read", "args": {"path": "/workspace/p/.gitignore"}}, 0,
+                                                    None, {"observation": "read", "content": "*.pyc\n"})] == [
+        ("view", ".gitignore")]
+
+
+def test_a_write_is_undone_by_its_writers_error_line_only():
+    """A create or an edit whose command's output names the file in an error line of ANOTHER program was dropped: a
+    check before the create (``ls x.py`` answered "No such file": the file was missing, then made), or the script just
+    written, run, reporting its own error (``run.sh: line 1: cd: nodir: No such file or directory``, argparse's
+    ``repro.py: error: ...``). The shell's or the writer's own line still undoes the write."""
+    from codegrep.mining.shell import ShellParser
+
+    def kinds(command, output):
+        return [(e.kind, e.path) for e in ShellParser()(command, 0, output=output) if e.kind != "run"]
+
+    assert kinds("ls x.py; cat > x.py <<'EOF'\nx = 1\nEOF", "ls: cannot access 'x.py': No such file or directory") \
+        == [("list", "x.py"), ("create", "x.py")]
+    assert kinds("cat > run.sh <<'EOF'\ncd nodir\nEOF\nbash run.sh",
+                 "run.sh: line 1: cd: nodir: No such file or directory") == [("create", "run.sh")]
+    assert kinds("sed -i 's/a/b/' repro.py && python repro.py data.csv",
+                 "repro.py: error: argument infile: can't open 'data.csv': [Errno 2] No such file or directory: "
+                 "'data.csv'") == [("edit", "repro.py")]
+    assert kinds("echo x > nodir/x.py", "bash: line 1: nodir/x.py: No such file or directory") == []
+    assert kinds("touch nodir/x.py", "touch: cannot touch 'nodir/x.py': No such file or directory") == []
+    assert kinds("sed -i 's/a/b/' gone.py", "sed: can't read gone.py: No such file or directory") == []
+
+
+def test_a_windowed_edit_that_was_not_applied_is_no_edit():
+    """SWE-agent's search/replace ``edit`` (windowed_edit_replace) answers "Your edit was not applied (file not
+    modified): Text ... not found": ``failed`` did not know it, so the rejected edit counted as an edit."""
+    from codegrep.mining.formats.tools import failed
+
+    assert failed("Your edit was not applied (file not modified): Text 'x = 1' not found in displayed lines (or "
+                  "anywhere in the file).\nPlease modify your search string.")

@@ -806,3 +806,20 @@ def test_definitions_of_a_file_with_thousands_of_ruby_defs_is_not_quadratic():
     start = time.perf_counter()
     assert len(definitions(data, "a.rb")) == 16000
     assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.parametrize("path, line, names", [
+    ("IMailer.cs", "    Task SendAsync(Message m, CancellationToken ct = default);", []),  # an interface method
+    ("Options.cs", "    void Configure(int retries = 3) => Apply(retries);", ["Configure"]),
+    ("Options.cs", "    void Configure(int retries = 3) {", ["Configure"]),
+    ("Query.cs", "            where IsValid(order)", []), ("Query.cs", "            select ToDto(order)", []),
+    ("Query.cs", "            orderby SortKey(order)", []), ("Query.cs", "            group Key(o) by o.Region", []),
+])
+def test_the_typed_method_rule_skips_interface_methods_with_defaults_and_linq_clauses(path, line, names):
+    """``_TYPED_METHOD``'s "ends with ``;`` before any body" check stopped at the first ``=`` (meant for C#'s ``=>``),
+    so an interface method with a default argument (``ct = default);``, common in async C# APIs) defined its name;
+    and a LINQ query's continuation line (``where IsValid(x)``, ``select ToDto(x)``) read as a method declared by
+    its type (``where``) and defined the method it calls."""
+    from codegrep.retrievers.query import line_definitions
+
+    assert line_definitions(line, path) == names

@@ -166,6 +166,13 @@ def test_cli_compare_pairs_evaluate_results_on_their_shared_instances(cache, tin
     assert main(["compare", str(tmp_path / "random.jsonl"), str(tmp_path / "oracle.jsonl")]) == 0
     text = capsys.readouterr().out
     assert "diff = retriever - random" in text and "oracle" in text.splitlines()[-1]
+    # two runs of one retriever: each named by its file (was: the first by the retriever, so "random" and "seed1"
+    # read as two different retrievers)
+    for stem in ("seed0", "seed1"):
+        (tmp_path / f"{stem}.jsonl").write_text((tmp_path / "random.jsonl").read_text())
+    assert main(["compare", str(tmp_path / "oracle.jsonl"), str(tmp_path / "seed0.jsonl"),
+                 str(tmp_path / "seed1.jsonl"), "--json", "--boot", "50"]) == 0
+    assert [r["retriever"] for r in json.loads(capsys.readouterr().out)["rows"]] == ["oracle", "seed0", "seed1"]
 
 
 def test_cli_compare_reads_how_an_agent_used_its_ranked_line_from_its_moved_episodes(cache, tiny_repo, tmp_path,

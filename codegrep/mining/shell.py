@@ -155,7 +155,7 @@ class _Context:
         """The event of ``raw_path``; a view or a write the recorded output says failed (``unread``: ``cat x.py``,
         ``sed -i ... x.py``, ``> nodir/x.py`` answered "No such file or directory") names no file."""
         path = self.path(raw_path) if raw_path is not None else None
-        if kind in _CHECKED and path is not None and self.output and unread(raw_path, self.output):
+        if kind in _CHECKED and path is not None and self.output and unread(raw_path, self.output, kind):
             path = None  # dropped with the events that name no file
         return Event(kind, self.step, path, **kw)
 
@@ -167,7 +167,7 @@ _UNREAD = re.compile(r"No such file or directory|Is a directory|Not a directory|
 ``path 'x' does not exist``)."""
 
 
-def unread(raw: str, output: str) -> bool:
+def unread(raw: str, output: str, kind: str = "view") -> bool:
     """The recorded output of a command says it could not read (or open for writing) ``raw``, the path as the
     command named it: a line of ``_UNREAD`` that names it (``cat: x.py: No such file or directory``, ``sed: can't
     read x.py: ...`` (also ``sed -i``'s), ``head: cannot open 'x.py' for reading: ...``, ``cat: pkg: Is a
@@ -180,17 +180,33 @@ def unread(raw: str, output: str) -> bool:
     (True, False)
     >>> unread("pkg/a.py", "     1\t# pkg/a.py: Permission denied errors are retried"), unread("x", "fatal: path 'x' does not exist in 'HEAD'")
     (False, True)
+
+    A write (``kind`` ``edit``/``create``) is undone by its writer's line only: not by the diagnostics of the script
+    it wrote, run after it (``run.sh: line 1: cd: nodir: No such file or directory``, argparse's ``repro.py: error:
+    ...``), and a create not by a reader's line (``ls x.py; cat > x.py <<EOF``: x.py was missing, then made).
+
+    >>> unread("run.sh", "run.sh: line 1: cd: nodir: No such file or directory", "create")
+    False
+    >>> [unread("x.py", out, "create") for out in ("ls: cannot access 'x.py': No such file or directory",
+    ...                                             "bash: x.py: No such file or directory")]
+    [False, True]
     """
     if not _UNREAD.search(output):
         return False
     name = re.compile(r"(?<![\w./-])" + re.escape(raw) + r"(?![\w/-]|\.\w)")
+    own = raw + ":"  # a line the written script printed itself (a write's own diagnostics open with their program)
     return any(_UNREAD.search(line) and name.search(line) for line in output.splitlines()
-               if raw in line and _ERROR_LINE.match(line))
+               if raw in line and (m := _ERROR_LINE.match(line))
+               and (kind == "view" or not line.startswith(own))
+               and (kind != "create" or _WRITER.fullmatch(m.group()[:-2]) is not None))
 
 
 _ERROR_LINE = re.compile(r"[\w.+/-]+: ")
 """How a program's error line opens (``cat: ``, ``sed: ``, ``fatal: ``): a shown file's own text (``cat -n``'s numbered
 lines, ``head``'s ``==>`` headers, a comment that names a path) is not its reader's error."""
+_WRITER = re.compile(r"(?:[\w.+-]*/)*(?:ba|da|z|k)?sh|tee|touch|truncate|cp|mv|install|dos2unix|unix2dos|\w*Error")
+"""The programs whose error line says a create failed: the shell of a redirection (``bash: nodir/x.py: No such
+file``), the programs that create files (``tee``, ``touch``, ``cp``) and Python's exceptions (a script's writes)."""
 
 
 def _sed_lines(script: str) -> tuple[int, int] | None:

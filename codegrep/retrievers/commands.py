@@ -129,6 +129,21 @@ def episodes_dir_for(out: Path) -> Path:
     return out.with_name((out.stem if out.suffix == ".jsonl" else out.name) + ".episodes")
 
 
+def result_labels(paths: list[Path], recorded: list[str]) -> list[str]:
+    """One label per results file: the retriever its rows record, or, where several files record one name (two
+    agents), each of those files' stem, and where stems collide too, the path as given.
+
+    >>> result_labels([Path("a/bm25.jsonl"), Path("run1/agent.jsonl"), Path("multi_agent.jsonl")],
+    ...               ["bm25", "agent", "agent"])
+    ['bm25', 'agent', 'multi_agent']
+    >>> result_labels([Path("x/agent.jsonl"), Path("y/agent.jsonl")], ["agent", "agent"])
+    ['x/agent.jsonl', 'y/agent.jsonl']
+    """
+    shared = {n for n in recorded if recorded.count(n) > 1}
+    labels = [p.stem if n in shared else n for p, n in zip(paths, recorded)]
+    return [str(p) if labels.count(label) > 1 else label for p, label in zip(paths, labels)]
+
+
 def _compare(args: argparse.Namespace) -> int:
     """``codegrep compare A.jsonl B.jsonl ...``: :func:`comparison_table` of ``evaluate`` results files, each named by
     the retriever its rows record (the file's stem where two record one name), on the instances all of them hold."""
@@ -137,18 +152,17 @@ def _compare(args: argparse.Namespace) -> int:
 
     if args.out:
         refuse_overwriting_inputs({"--out": args.out}, {f"results file {i}": a for i, a in enumerate(args.results, 1)})
-    results: dict[str, list[dict]] = {}
+    files: list[tuple[Path, list[dict]]] = []
     for path in map(Path, args.results):
         if not path.is_file():
             raise UserError(f"{path}: no such results file (a JSONL that 'codegrep evaluate --out' wrote)")
         rows = [_with_episode(r, path) for r in read_rows(path).values()]
         if not rows:
             raise UserError(f"{path}: no result rows")
-        names = {str(r.get("retriever") or path.stem) for r in rows}
-        name = names.pop() if len(names) == 1 else path.stem
-        if name in results:
-            name = path.stem if path.stem not in results else str(path)
-        results[name] = rows
+        files.append((path, rows))
+    recorded = [names.pop() if len(names := {str(r.get("retriever") or p.stem) for r in rows}) == 1 else p.stem
+                for p, rows in files]
+    results = dict(zip(result_labels([p for p, _ in files], recorded), (rows for _, rows in files)))
     if len(results) < 2:
         raise UserError("compare needs at least two results files (e.g. an agent's and bm25's on the same tasks)")
     reference = args.reference or next(iter(results))

@@ -27,7 +27,7 @@ from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_
 from codegrep.retrievers.query import (DOC_DIRS, SOURCE_SUFFIXES, code_identifiers, defining_files, definitions,
                                        mentioned_files, policy_from, python_rule)
 
-INDEX_VERSION = "bm25-v6"  # bump when tokenisation or the definition rule changes, so stale caches are not reused
+INDEX_VERSION = "bm25-v7"  # bump when tokenisation or the definition rule changes, so stale caches are not reused
 
 
 @dataclass

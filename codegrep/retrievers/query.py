@@ -145,11 +145,13 @@ _RETURN_TYPE = r"(?:" + _TYPE_ARGS + r"[ \t]+)?[A-Za-z_][\w.]*(?:" + _TYPE_ARGS 
 ``String[]``, ``int?``; one word (so not ``value is T x ? F(``, a continued expression)."""
 _TYPED_METHOD = re.compile(
     r"^[ \t]+" + _ANNOTATION + r"(?!(?:" + _MODIFIER + r"|return|new|throw|else|case|yield|await|assert|goto|do"
-    r"|using|var|import|package)\b)" + _RETURN_TYPE + r"[ \t]+(?!(?:if|for|foreach|while|switch|catch|lock|fixed"
-    r"|using|when|return|new)\b)(?P<method>[A-Za-z_]\w*)(?:<[\w, ]*>)?[ \t]*\((?![^{=\n]*;[ \t]*$)", re.M)
+    r"|using|var|import|package|from|where|select|orderby|group|join|let|on|equals|by|into)\b)" + _RETURN_TYPE
+    + r"[ \t]+(?!(?:if|for|foreach|while|switch|catch|lock|fixed|using|when|return|new)\b)(?P<method>[A-Za-z_]\w*)"
+    r"(?:<[\w, ]*>)?[ \t]*\((?!(?:[^{=\n]|=(?!>))*;[ \t]*$)", re.M)
 """Java's and C#'s methods without a modifier, in a class body (indented): package-private ``void run() {``,
-``<T> T pick(List<T> xs) {``, C#'s ``int Size() => n;``. Not an abstract or interface method (``void run();``: it
-ends with ``;`` before any body), not a statement (``return f(x)``, ``else if (x) {``, ``select new Foo(``, a
+``<T> T pick(List<T> xs) {``, C#'s ``int Size() => n;``. Not an abstract or interface method (``void run();``,
+``Task Send(Message m, CancellationToken ct = default);``: it ends with ``;`` before any body or ``=>``), not a
+statement (``return f(x)``, ``else if (x) {``, ``select new Foo(``, a LINQ query's ``where IsValid(x)``, a
 ternary's ``? F(x)``, an attribute's ``[A, B(C)]``); a line that opens with a modifier is
 :data:`_OTHER_DEFINITION`'s (so ``public Foo(int x) {``, a constructor, defines nothing)."""
 C_SUFFIXES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx", ".inl", ".ipp", ".tpp", ".cu", ".cuh", ".m",

@@ -22,7 +22,7 @@ TOOLS = {
 _FAILED = re.compile(r"\A\s*(?:OBSERVATION:\s*)?(?:ERROR\b|Error:|<tool_use_error>|Invalid `|Usage: "
                      r"|The path \S.* does not exist|File (?:\S+ )?not found|File does not exist|No such file|EISDIR"
                      r"|\[?Your proposed edit has introduced new syntax error|No replacement was performed"
-                     r"|Your changes have NOT been applied)")
+                     r"|Your changes have NOT been applied|Your edit was not applied)")
 _DIR_LISTING = re.compile(r"files and directories up to|is a directory|points to a directory|Directory contents", re.I)
 _XML_CALL = re.compile(r"<function=([\w.-]+)>(.*?)(?:</function>|\Z)", re.S)
 _XML_PARAM = re.compile(r"<parameter=([\w.-]+)>\n?(.*?)\n?</parameter>", re.S)
@@ -33,7 +33,7 @@ def _looks_like_dir(path: str, observation: str | None) -> bool:
         return True  # the repository root
     if observation is not None:
         return bool(_DIR_LISTING.search(observation[:300]))
-    return not looks_like_file(path)
+    return not (looks_like_file(path) or path.rpartition("/")[2].startswith("."))  # .gitignore, .flake8: files
 
 
 def failed(observation: str | None) -> bool:
