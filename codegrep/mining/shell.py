@@ -287,8 +287,8 @@ def _awk_lines(script: str) -> tuple[int, int] | None:
 _SCRIPTED = {"perl": ("eE", "IMmFdDx", "I"), "ruby": ("e", "rICEFxKTW", "rICE")}
 """Interpreters that run a one-line program over files (``-i``: in place): program -> (the letters whose value is the
 next word, the program text; the letters whose value is the rest of their word; of those, the ones whose value is
-the next word when the rest is empty: ``perl -I lib``, ``ruby -r json``). ``-0``/``-l`` take digits only (``-0777``, ``-lne``); ``-i`` takes the rest
-of its word (the backup suffix: ``-i.bak``)."""
+the next word when the rest is empty: ``perl -I lib``, ``ruby -r json``). ``-0``/``-l`` take digits only
+(``-0777``, ``-lne``); ``-i`` takes the rest of its word (the backup suffix: ``-i.bak``)."""
 
 
 def _one_liner(prog: str, args: list[str], ctx: _Context) -> list[Event]:
