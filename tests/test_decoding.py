@@ -347,6 +347,66 @@ def test_copy_greps_keeps_globs_to_the_issues_file_names_and_submits_to_listed_f
     assert not torch.isinf(none_listed(submit + "sympy/")).any()
 
 
+def test_submit_ranked_holds_the_first_submitted_file_to_the_last_ranked_lines_first(policy):
+    """``agent.submit_ranked``: the first submitted file can only be the first file of the LAST ranked line shown
+    (not an earlier line's, not another listed file); the second file is free among the listed ones; with no ranked
+    line shown only the listed-file rule holds; off, the first file is free among the listed. Wired from the profile,
+    and an error without ``copy_greps``."""
+    import torch
+
+    from codegrep.agent.constraints import CopiedGrepPatterns
+    from codegrep.agent.policies import make_policy
+
+    tok = policy.tokenizer
+    issue = "MatrixSymbol breaks in the latex printer."
+    obs1 = ("Files ranked by this turn's searches: sympy/core/basic.py, sympy/printing/latex.py\n<tool_response>\n"
+            "grep pattern=\"\\bMatrixSymbol\\b\"\nsympy/core/basic.py (3 hits)\nsympy/printing/latex.py (2 hits)\n"
+            "sympy/matrices/matexpr.py (1 hit)\n</tool_response>\nTurn 2 of 3.")
+    obs2 = ("Files ranked by this turn's searches: sympy/printing/latex.py, sympy/core/basic.py\n<tool_response>\n"
+            "grep pattern=\"latex\"\nsympy/printing/latex.py (9 hits)\n</tool_response>\nTurn 3 of 3.")
+
+    def after_fn(observations, submit_ranked):
+        history = build_messages(issue, AgentConfig())
+        for o in observations:
+            history += [{"role": "assistant", "content": GREP % "\\\\bMatrixSymbol\\\\b"}, {"role": "user", "content": o}]
+        text = tok.apply_chat_template(history, tokenize=False, add_generation_prompt=True)
+        prompt = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        proc = CopiedGrepPatterns(tok, prompt.shape[1], submit_ranked=submit_ranked)
+
+        def after(written: str) -> torch.Tensor:
+            new = tok(written, add_special_tokens=False, return_tensors="pt")["input_ids"]
+            return proc(torch.cat([prompt, new], 1), torch.zeros(1, len(tok)))[0]
+        return after
+
+    def opens(row: torch.Tensor, prefix: str, name: str) -> bool:
+        ids = tok(name[len(prefix):], add_special_tokens=False)["input_ids"]
+        return row[ids[0]] == 0
+
+    submit = '<tool_call>{"name": "submit", "arguments": {"files": ["sympy/'
+    on = after_fn([obs1, obs2], True)
+    first = on(submit)
+    for i in torch.nonzero(~torch.isinf(first)).flatten().tolist():
+        s = "sympy/" + tok.decode([i])
+        assert "sympy/printing/latex.py".startswith(s) or s.startswith('sympy/printing/latex.py"'), s
+    assert opens(first, "sympy/", "sympy/printing/latex.py") and not opens(first, "sympy/", "sympy/core/basic.py")
+    second = on(submit + 'printing/latex.py", "sympy/')
+    assert opens(second, "sympy/", "sympy/core/basic.py") and opens(second, "sympy/", "sympy/matrices/matexpr.py")
+    one_line = after_fn([obs1], True)(submit)  # the only ranked line's first: basic.py
+    assert opens(one_line, "sympy/", "sympy/core/basic.py") and not opens(one_line, "sympy/", "sympy/printing/latex.py")
+    off = after_fn([obs1, obs2], False)(submit)
+    assert opens(off, "sympy/", "sympy/core/basic.py") and opens(off, "sympy/", "sympy/printing/latex.py")
+    unranked = obs1.split("\n", 1)[1]  # no ranked line shown: the first file is held to the listed ones only
+    row = after_fn([unranked], True)(submit)
+    assert opens(row, "sympy/", "sympy/core/basic.py") and opens(row, "sympy/", "sympy/matrices/matexpr.py")
+    with pytest.raises(ValueError, match="agent.submit_ranked needs agent.copy_greps"):
+        make_policy({"policy": "hf", "model": "x", "submit_ranked": True})
+    hf = make_policy({"policy": "hf", "model": policy.model_name, "device": "cpu", "copy_greps": True,
+                      "submit_ranked": True})
+    assert hf.describe()["submit_ranked"] is True
+    (proc,) = hf.controls.generate_kwargs(hf.tokenizer, 10)["logits_processor"]
+    assert isinstance(proc, CopiedGrepPatterns) and proc.submit_ranked
+
+
 def test_a_submit_may_copy_listed_names_with_spaces_brackets_or_parentheses(tmp_path):
     """The files a copy-constrained submit may name (``shown_files``) left out a grep row or glob line whose name has
     a space or Next.js' ``[id].tsx`` / ``(group)/``: the agent could not submit the file an observation listed."""

@@ -13,6 +13,8 @@ decoding it changes only which tokens may be chosen, never the tools, their outp
 expert's call for each, :func:`issue_patterns`), each once per turn, so an invented term (``mathSymbol`` after
 ``MatrixSymbol``) cannot be written and a repeat cannot end the turn; the policy still chooses which terms, in what
 order, how many, and what to submit. ``agent.min_greps`` keeps a turn of greps from ending before that many.
+``agent.submit_ranked`` narrows a submit's first file to the first file of the last ranked line shown
+(:func:`ranked_first`), the file the scripted expert submits; the files after it stay the policy's choice.
 
 ``agent.argument_keys`` guards the call's shape: the first key of a call's ``arguments`` object must be one of that
 tool's argument names (``tool_schemas()``), so a policy cannot nest ``{"arguments": {"arguments": ...`` (a GRPO
@@ -168,6 +170,25 @@ def shown_files(prompt: str) -> list[str]:
     return [json.dumps(f)[1:-1] for f in listed_files(prompt[m.end():])] if m else []
 
 
+def ranked_first(prompt: str) -> list[str]:
+    """The JSON text of the first file of the last ranked line (``Files ranked by this turn's searches: ...``) the
+    observations in ``prompt`` showed, the one file a first submit may name under ``agent.submit_ranked``; empty
+    when no ranked line was shown (then the first submit is only held to the listed files).
+
+    >>> ranked_first("Issue:\\nFiles ranked by this turn's searches: z.py\\n\\nTurn 1 of 3.<tool_call>...</tool_call>\\n"
+    ...              "Files ranked by this turn's searches: b.py, a.py\\n<tool_response>...</tool_response>\\n"
+    ...              "Files ranked by this turn's searches: c.py, b.py\\nTurn 3 of 3: last turn, call submit now.")
+    ['c.py']
+    >>> ranked_first("Issue:\\nsee x.py\\n\\nTurn 1 of 3.<tool_response>\\nb.py (2 hits)\\n</tool_response>")
+    []
+    """
+    from codegrep.agent.protocol import ranked_lines
+
+    m = _AFTER_ISSUE.search(prompt)
+    lines = [line for line in ranked_lines(prompt[m.end():]) if line and line[0]] if m else []
+    return [json.dumps(lines[-1][0])[1:-1]] if lines else []
+
+
 _CALL_VALUE = re.compile(r'^\s*\{\s*"name"\s*:\s*"(grep|glob)"\s*,\s*"arguments"\s*:\s*\{\s*"pattern"\s*:\s*"(.*)$',
                          re.DOTALL)
 _SUBMIT_LIST = re.compile(r'^\s*\{\s*"name"\s*:\s*"submit"\s*,\s*"arguments"\s*:\s*\{\s*"files"\s*:\s*\[(.*)$',
@@ -312,22 +333,27 @@ class CopiedGrepPatterns(_TokenPrefixes):
     (:func:`shown_files`) not yet submitted; so every search looks for a term of the issue, none twice, and every
     submitted path is one the tools showed. Where nothing fits (a glob when the issue names no file; banning the
     closing quote of a repeat there made the model write junk until the token cap), nothing is banned. With
-    ``min_greps``, a turn that has closed fewer greps than that (and no submit) may not end while terms are left."""
+    ``min_greps``, a turn that has closed fewer greps than that (and no submit) may not end while terms are left.
+    With ``submit_ranked``, a submit's first file is the first file of the last ranked line shown
+    (:func:`ranked_first`), where one was shown."""
 
-    def __init__(self, tokenizer: Any, prompt_width: int, min_greps: int = 0) -> None:
+    def __init__(self, tokenizer: Any, prompt_width: int, min_greps: int = 0, submit_ranked: bool = False) -> None:
         super().__init__(tokenizer)
         self.tokenizer, self.width, self.min_greps = tokenizer, prompt_width, min_greps
+        self.submit_ranked = submit_ranked
         vocab = tokenizer.get_vocab()
         self.enders = sorted({i for i in (tokenizer.eos_token_id, vocab.get("<|im_end|>")) if isinstance(i, int)})
         self._options: dict[tuple[bytes, str], list[str]] = {}
 
     def options(self, prompt_ids: Any, tool: str) -> list[str]:
         """What one row's ``tool`` string may be (cached per prompt): the issue's grep or glob patterns
-        (:func:`issue_patterns`), or for a submit the files its observations listed (:func:`shown_files`)."""
+        (:func:`issue_patterns`), for a submit the files its observations listed (:func:`shown_files`), for a first
+        submitted file under ``submit_ranked`` (``tool`` ``"ranked"``) the last ranked line's first (:func:`ranked_first`)."""
         key = (prompt_ids.cpu().numpy().tobytes(), tool)
         if key not in self._options:
             prompt = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
-            self._options[key] = shown_files(prompt) if tool == "submit" else issue_patterns(prompt, tool=tool)
+            self._options[key] = shown_files(prompt) if tool == "submit" else ranked_first(prompt) \
+                if tool == "ranked" else issue_patterns(prompt, tool=tool)
         return self._options[key]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -345,7 +371,8 @@ class CopiedGrepPatterns(_TokenPrefixes):
                 continue
             tool, value, before = where
             done = set(before if tool == "submit" else earlier_values(text[:text.rfind(_OPEN)], tool))
-            ids = self.allowed(value, [p for p in self.options(prompt, tool) if p not in done])
+            first = tool == "submit" and not before and self.submit_ranked and self.options(prompt, "ranked")
+            ids = self.allowed(value, first or [p for p in self.options(prompt, tool) if p not in done])
             if ids:
                 keep = scores[row, ids].clone()
                 scores[row] = float("-inf")

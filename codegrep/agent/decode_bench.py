@@ -74,7 +74,7 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
                         prefix_cache_mb=fast.prefix_cache.max_bytes >> 20 if fast.prefix_cache else 0,  # its own
                         distinct_greps=fast.controls.distinct_greps, copy_greps=fast.controls.copy_greps,
                         min_greps=fast.controls.min_greps,  # the same token constraint: which tokens may be written
-                        argument_keys=fast.controls.argument_keys)
+                        argument_keys=fast.controls.argument_keys, submit_ranked=fast.controls.submit_ranked)
         plain = _at_batch_size(fast, size)  # the profile's policy without drafts, with a prefix cache of its own
         plain.draft_tokens = 0
         arms = {"baseline": (base, tasks), "rows_leave": (plain, by_length), "fast": (fast, by_length)}

@@ -41,7 +41,7 @@ class HFPolicy:
                  prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0,
                  leave_batch: bool = True, distinct_greps: bool = False,
                  copy_greps: bool = False, min_greps: int = 0, draft_tokens: int = 0,
-                 argument_keys: bool = False) -> None:
+                 argument_keys: bool = False, submit_ranked: bool = False) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -71,7 +71,8 @@ class HFPolicy:
         self.leave_batch = leave_batch
         self.draft_tokens = max(0, int(draft_tokens))
         """Prompt-lookup drafts verified per decoding step (``agent.draft_tokens``; ``prefix_cache.decode_rows``)."""
-        self.controls = TurnControls(stop_after_calls, distinct_greps, copy_greps, min_greps, argument_keys)
+        self.controls = TurnControls(stop_after_calls, distinct_greps, copy_greps, min_greps, argument_keys,
+                                     submit_ranked)
         """Where rows stop and which tokens they may write (``codegrep.agent.turn_controls``, each field documented
         there; GRPO's rollouts get the same from the profile's agent section)."""
         self.last_usage: list[dict[str, int]] = []
@@ -263,7 +264,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
     Keys: ``policy`` (hf | openai | scripted; a set ``endpoint`` means openai), ``model``,
     ``endpoint``, ``api_key_env``, ``max_new_tokens``, ``temperature``, ``top_p``, ``device``, ``batch_size``,
     ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``, ``distinct_greps``,
-    ``copy_greps``, ``min_greps``, ``argument_keys``, ``draft_tokens``, ``outputs`` (scripted).
+    ``copy_greps``, ``min_greps``, ``argument_keys``, ``submit_ranked``, ``draft_tokens``, ``outputs`` (scripted).
 
     >>> make_policy({"policy": "scripted", "outputs": ["x"]}).describe()
     {'kind': 'scripted', 'mode': 'shared'}
@@ -295,5 +296,5 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
                     cpu_precision=spec.get("cpu_precision") or "fp32",
                     stop_after_calls=controls.stop_after_calls, distinct_greps=controls.distinct_greps,
                     copy_greps=controls.copy_greps, min_greps=controls.min_greps,
-                    argument_keys=controls.argument_keys,
+                    argument_keys=controls.argument_keys, submit_ranked=controls.submit_ranked,
                     draft_tokens=int(spec.get("draft_tokens") or 0), **sampling)

@@ -135,6 +135,12 @@ class PolicyConfig:
     """hf, with ``copy_greps``: a turn of greps may not end (its end-of-turn tokens are banned after a closed call)
     before it has written this many, while issue terms are left (0 = off). The scripted expert writes 6; on the 55
     real train tasks its first 3 terms reach P@1 14/55, its first 6 22/55 (docs/training.md)."""
+    submit_ranked: bool = False
+    """hf and GRPO rollouts, with ``copy_greps``: a decoding constraint — a submit's first file must be the first
+    file of the last ranked line the observations showed (``rank_files``; where none was shown, only the listed-file
+    rule holds); the files after it stay the policy's choice. The scripted expert submits that file; a policy that
+    submits another listed file first loses what its own searches ranked (``codegrep.agent.constraints.ranked_first``,
+    docs/training.md "The twenty-fifth cold run")."""
     argument_keys: bool = False
     """hf and GRPO rollouts: a decoding constraint on the call's shape — the first key of a call's ``arguments``
     object must be one of that tool's argument names (``tool_schemas()``), so ``{"arguments": {"arguments": ...``

@@ -33,7 +33,7 @@ class TurnControls:
     """The decoding controls of one agent turn (the ``agent:`` keys of the same names, docs/agent.md).
 
     >>> TurnControls.from_agent({"max_calls_per_turn": 8, "copy_greps": True, "min_greps": 6})
-    TurnControls(stop_after_calls=8, distinct_greps=False, copy_greps=True, min_greps=6, argument_keys=False)
+    TurnControls(stop_after_calls=8, distinct_greps=False, copy_greps=True, min_greps=6, argument_keys=False, submit_ranked=False)
     """
 
     stop_after_calls: int | None = 0
@@ -47,15 +47,25 @@ class TurnControls:
     """With ``copy_greps``: a turn of greps may not end before this many greps while issue terms are left."""
     argument_keys: bool = False
     """A call's first argument key is one of its tool's argument names (no nested ``"arguments"``)."""
+    submit_ranked: bool = False
+    """With ``copy_greps``: a submit's first file is the first file of the last ranked line shown, where one was."""
 
     @classmethod
     def from_agent(cls, spec: dict[str, Any]) -> TurnControls:
         """From an ``agent:`` section (its ``stop_early``, ``max_calls_per_turn``, ``distinct_greps``, ``copy_greps``,
-        ``min_greps``, ``argument_keys``); ``min_greps`` without ``copy_greps`` is an error naming both."""
-        if spec.get("min_greps") and not spec.get("copy_greps"):
-            raise ValueError("agent.min_greps needs agent.copy_greps: true (it is part of that constraint)")
+        ``min_greps``, ``argument_keys``, ``submit_ranked``); ``min_greps`` or ``submit_ranked`` without
+        ``copy_greps`` is an error naming both.
+
+        >>> TurnControls.from_agent({"submit_ranked": True})
+        Traceback (most recent call last):
+        ...
+        ValueError: agent.submit_ranked needs agent.copy_greps: true (it is part of that constraint)
+        """
+        for key in ("min_greps", "submit_ranked"):
+            if spec.get(key) and not spec.get("copy_greps"):
+                raise ValueError(f"agent.{key} needs agent.copy_greps: true (it is part of that constraint)")
         return cls(stop_after_calls(spec), bool(spec.get("distinct_greps")), bool(spec.get("copy_greps")),
-                   int(spec.get("min_greps") or 0), bool(spec.get("argument_keys")))
+                   int(spec.get("min_greps") or 0), bool(spec.get("argument_keys")), bool(spec.get("submit_ranked")))
 
     def generate_kwargs(self, tokenizer: Any, prompt_width: int) -> dict[str, Any]:
         """``stopping_criteria`` / ``logits_processor`` for one batched decode whose new tokens start at column
@@ -69,7 +79,7 @@ class TurnControls:
         if self.stop_after_calls != 0:
             out["stopping_criteria"] = StoppingCriteriaList([TurnStop(tokenizer, prompt_width, self.stop_after_calls)])
         processors = [DistinctGrepStarts(tokenizer, prompt_width)] * self.distinct_greps \
-            + [CopiedGrepPatterns(tokenizer, prompt_width, self.min_greps)] * self.copy_greps \
+            + [CopiedGrepPatterns(tokenizer, prompt_width, self.min_greps, self.submit_ranked)] * self.copy_greps \
             + [ArgumentKeys(tokenizer, prompt_width)] * self.argument_keys
         if processors:
             out["logits_processor"] = LogitsProcessorList(processors)
