@@ -201,7 +201,7 @@ def test_cli_compare_reads_how_an_agent_used_its_ranked_line_from_its_moved_epis
     assert main(["compare", str(tmp_path / "oracle.jsonl"), str(tmp_path / "moved" / "agent.jsonl"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result["ranked_line"]) == {"ranked_submit_first_agent", "ranked_gold_first_agent",
-                                          "ranked_gold_listed_agent"}
+                                          "ranked_gold_listed_agent", "ranked_held_gold_first_agent"}
     assert 0 < result["ranked_line"]["ranked_gold_listed_agent"] <= 1
 
 

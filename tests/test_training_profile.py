@@ -147,8 +147,12 @@ def test_ranked_line_numbers_read_each_policys_episode_records(tmp_path):
     rows.append({"instance_id": "4", "gold": ["a.py"], "files": [], "extra": {}})  # no record: left out
     out = ranked_line_numbers({"GRPO": rows, "untrained": rows, "warm start": rows[1:2]})
     assert out == {"ranked_submit_first_grpo": 0.5, "ranked_gold_first_grpo": 0.25, "ranked_gold_listed_grpo": 0.5,
+                   "ranked_held_gold_first_grpo": 0.25,  # held to the last line's first: a.py, b.py, (c.py), c.py
                    "ranked_submit_first_warm_start": 1.0, "ranked_gold_first_warm_start": 0.0,
-                   "ranked_gold_listed_warm_start": 1.0}
+                   "ranked_gold_listed_warm_start": 1.0, "ranked_held_gold_first_warm_start": 0.0}
+    held = ranked_line_numbers({"GRPO": [row(5, ["b.py"], ["a.py"]), row(6, ["a.py"], ["b.py"]),
+                                         row(7, [], ["a.py"])]})
+    assert held["ranked_held_gold_first_grpo"] == 2 / 3  # lost one (b.py held), won one (a.py), none shown: own a.py
     assert ranked_line_numbers({"GRPO": [rows[-1]]}) == {}
 
 

@@ -189,13 +189,15 @@ def _rows_in_processes(cfg: dict[str, Any], model: str | Path, batches: list[lis
 def ranked_line_use(messages: Sequence[dict[str, str]], gold: Sequence[str], submitted: Sequence[str]) -> dict[str, bool]:
     r"""How one episode used the ranked line (``Files ranked by this turn's searches: ...``, ``agent.rank_files``):
     whether it submitted first the file a ranked line listed first (the last line shown), whether some ranked line
-    put a gold file first (what copying the first path could score), whether a gold file was in any ranked line.
+    put a gold file first (what copying the first path could score), whether a gold file was in any ranked line,
+    whether its first file would be gold had it been held to the last ranked line's first (``agent.submit_ranked``;
+    with no ranked line shown, its own first file).
 
     >>> msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "Issue: x"},
     ...         {"role": "assistant", "content": "grep"},
     ...         {"role": "user", "content": "Files ranked by this turn's searches: b.py, a.py\n..."}]
     >>> ranked_line_use(msgs, ["a.py"], ["b.py"])
-    {'submit_first_ranked': True, 'gold_ranked_first': False, 'gold_in_ranked': True}
+    {'submit_first_ranked': True, 'gold_ranked_first': False, 'gold_in_ranked': True, 'gold_held_first': False}
     """
     from codegrep.agent.protocol import ranked_lines
 
@@ -203,7 +205,9 @@ def ranked_line_use(messages: Sequence[dict[str, str]], gold: Sequence[str], sub
     gold = set(gold)
     return {"submit_first_ranked": bool(lines and submitted and submitted[0] == lines[-1][0]),
             "gold_ranked_first": any(line and line[0] in gold for line in lines),
-            "gold_in_ranked": any(f in gold for line in lines for f in line)}
+            "gold_in_ranked": any(f in gold for line in lines for f in line),
+            "gold_held_first": bool(lines and submitted) and lines[-1][0] in gold
+            or bool(not lines and submitted) and submitted[0] in gold}
 
 
 def ranked_line_numbers(results: dict[str, list[dict[str, Any]]],
@@ -211,7 +215,8 @@ def ranked_line_numbers(results: dict[str, list[dict[str, Any]]],
     """What bounds the agent's P@1, per policy (shares of its evaluated episodes, :func:`ranked_line_use`):
     ``ranked_submit_first_<policy>`` (it copies the first ranked path), ``ranked_gold_first_<policy>`` (its searches
     put a gold file first: with the copy, this is its P@1), ``ranked_gold_listed_<policy>`` (a gold file was in a
-    ranked line at all). ``policies`` are :func:`evaluation_rows`' labels (``warm start`` gives ``..._warm_start``).
+    ranked line at all), ``ranked_held_gold_first_<policy>`` (its P@1 had its first submit been held to the last
+    ranked line's first, ``agent.submit_ranked``, the rest of each episode unchanged). ``policies`` are :func:`evaluation_rows`' labels (``warm start`` gives ``..._warm_start``).
     Episodes whose record is missing are left out; a policy without records gives no keys."""
     from codegrep.agent.loop import load_episode
 
@@ -227,6 +232,6 @@ def ranked_line_numbers(results: dict[str, list[dict[str, Any]]],
         if uses:
             key = re.sub(r"[^a-z0-9]+", "_", policy.lower())
             for name, field_name in (("submit_first", "submit_first_ranked"), ("gold_first", "gold_ranked_first"),
-                                     ("gold_listed", "gold_in_ranked")):
+                                     ("gold_listed", "gold_in_ranked"), ("held_gold_first", "gold_held_first")):
                 out[f"ranked_{name}_{key}"] = float(np.mean([u[field_name] for u in uses]))
     return out
