@@ -142,6 +142,30 @@ def test_heuristic_puts_a_go_or_ts_definition_before_its_callers(defining, calli
     assert "(def)" in result.reasons[defining]
 
 
+def test_a_file_named_after_a_grep_term_ranks_ahead_of_one_that_only_uses_it_more(cache, tmp_path):
+    """``name_bonus``: the printer named ``latex.py`` ranked below a file that mentions ``latex`` more often (the
+    grep heuristic's misses on the real train tasks); the ranked line of the agent's observation reads the same
+    score. With ``name_bonus: 1`` the old order comes back."""
+    from codegrep.agent.protocol import ranked_files
+    from codegrep.env.tools import ToolResult
+    from codegrep.retrievers.heuristic import HeuristicConfig, HeuristicRetriever, term_call
+
+    repo = tmp_path / "pkg"
+    (repo / "printing").mkdir(parents=True)
+    (repo / "printing/latex.py").write_text("class Writer:\n    # writes latex\n    pass\n")
+    (repo / "printing/other.py").write_text("".join(f"# see latex output {i}\n" for i in range(4)))
+    task = Task("local__pkg-1", "local/pkg", "", "The latex rendering drops the exponent", gold_files=[])
+    on = make_retriever("grep-heuristic").retrieve(task, repo)
+    assert on.files[0] == "printing/latex.py", on.reasons
+    off = make_retriever("grep-heuristic", name_bonus=1.0).retrieve(task, repo)
+    assert off.files[0] == "printing/other.py", off.reasons
+    hits = ToolResult("grep", True, "printing/latex.py:2:    # writes latex\n"
+                      + "".join(f"printing/other.py:{i + 1}:# see latex output {i}\n" for i in range(4)))
+    assert ranked_files([term_call("latex", "word")], [hits], 2) == ["printing/latex.py", "printing/other.py"]
+    old, _ = HeuristicRetriever(HeuristicConfig(name_bonus=1.0)).score([("latex", "word")], [hits])
+    assert old["printing/other.py"] > old["printing/latex.py"]
+
+
 def test_heuristic_reads_grep_hits_of_a_file_named_with_colons(cache, tmp_path):
     """``path:line:text`` split at the first ``:<digits>:`` took ``v:12:core.go:3:...`` for a hit in file ``v`` (line
     12): the file that defines the name was dropped (``v`` is no source file) and its caller ranked alone."""
