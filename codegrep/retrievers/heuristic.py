@@ -221,11 +221,13 @@ def named_after(term: str, path: str, kind: str = "ident") -> bool:
     (True, True)
     >>> named_after("monitor", "a/monitors.go"), named_after("latex", "latex/printer.py"), named_after("x.py", "x.py", "path")
     (False, False, False)
+    >>> named_after("", ".gitignore"), named_after("sympy.", "a/.env")
+    (False, False)
     """
-    if kind == "path":
+    name = term.rsplit(".", 1)[-1].lower()
+    if kind == "path" or not name:  # an empty pattern's term would name every dot-file (``.gitignore``)
         return False
     stem = path.rsplit("/", 1)[-1].split(".", 1)[0].lower()
-    name = term.rsplit(".", 1)[-1].lower()
     return stem == name or (kind == "word" and stem.startswith(name) and len(stem) - len(name) <= 3)
 
 
