@@ -157,6 +157,7 @@ def test_a_file_named_after_a_grep_term_ranks_ahead_of_one_that_only_uses_it_mor
     task = Task("local__pkg-1", "local/pkg", "", "The latex rendering drops the exponent", gold_files=[])
     on = make_retriever("grep-heuristic").retrieve(task, repo)
     assert on.files[0] == "printing/latex.py", on.reasons
+    assert "'latex'x1 (named)" in on.reasons["printing/latex.py"] and "(def)" not in on.reasons["printing/latex.py"]
     off = make_retriever("grep-heuristic", name_bonus=1.0).retrieve(task, repo)
     assert off.files[0] == "printing/other.py", off.reasons
     hits = ToolResult("grep", True, "printing/latex.py:2:    # writes latex\n"

@@ -2,8 +2,8 @@
 
 Turn 1: one parallel grep per issue term (identifiers first: paths, CamelCase, dotted, snake_case, quoted;
 then the longest plain words). Files are scored by IDF-weighted hits (a term found in few files weighs
-more; a hit on a ``def``/``class`` line weighs more). Turn 2: read the top files and re-rank them by how
-many distinct terms they contain. The ranking is then submitted.
+more; a hit on a ``def``/``class`` line weighs more, and so does one in a file named after the term). Turn 2: read
+the top files and re-rank them by how many distinct terms they contain. The ranking is then submitted.
 
 Hits are kept and weighted by the file policy of :mod:`codegrep.retrievers.query` (source files, no doc
 folders, tests down-weighted), and files the issue points at (paths, traceback frames, dotted module names
@@ -256,11 +256,12 @@ class HeuristicRetriever:
             weight = (self.config.identifier_prior if kind != "word" else 1.0) / (1.0 + math.log(df))
             weight *= 3.0 if kind == "path" else 1.0
             for path, lines in hits.items():
-                bonus = self.config.definition_bonus if any(is_definition(term, s, path) for s in lines) else 1.0
-                if self.config.name_bonus != 1.0 and named_after(term, path, kind):
-                    bonus *= self.config.name_bonus
+                defines = any(is_definition(term, s, path) for s in lines)
+                named = self.config.name_bonus != 1.0 and named_after(term, path, kind)
+                bonus = (self.config.definition_bonus if defines else 1.0) * (self.config.name_bonus if named else 1.0)
                 scores[path] += weight * bonus * (1.0 + math.log(len(lines))) * policy.weight(path)
-                why[path].append(f"{term!r}x{len(lines)}" + (" (def)" if bonus > 1 else ""))
+                why[path].append(f"{term!r}x{len(lines)}" + (" (def)" if defines and self.config.definition_bonus > 1
+                                                              else "") + (" (named)" if named else ""))
         return dict(scores), why
 
     def boost_mentions(self, text: str, scores: dict[str, float], why: dict) -> dict[str, float]:
