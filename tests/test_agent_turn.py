@@ -152,6 +152,39 @@ def test_ranked_line_keeps_a_file_name_with_a_comma_whole(tmp_path):
     assert plain.observation.startswith("Files ranked by this turn's searches: pkg/cli.py\n")  # plain names: as before
 
 
+def test_the_ranked_line_boosts_the_file_the_issue_points_at_in_evaluation_and_in_rollouts(tmp_path, monkeypatch):
+    """``agent.rank_mentions``: the grep heuristic boosts files the issue points at (a traceback frame, a path, a
+    dotted module); the agent's ranked line read the turn's hits alone, so an issue's traceback file tied with
+    another lost on the file name. Evaluation (``run_episode``) and GRPO rollouts (``RolloutRunner._turn``) pass
+    the task's text to the turn, and both show the same line; ``rank_mentions: false`` gives the old one."""
+    from dataclasses import replace
+
+    from codegrep.agent.protocol import ranked_lines
+    from codegrep.rl.rollout import Episode, RolloutRunner
+
+    root = tmp_path / "repo"
+    commit_all(root, {"app/one.py": "x = helper()\n", "app/two.py": "y = helper()\n"})
+    issue = 'Crash:\n  File "/srv/site-packages/app/two.py", line 1, in <module>\nTypeError'
+    grep = block("grep", pattern="helper")
+    config = AgentConfig(max_turns=2, grep_view="files", rank_files=5)
+    with RepoToolEnvironment(root) as env:
+        turn = apply_turn(grep, 1, config, env.run_turn, issue)
+        off = apply_turn(grep, 1, replace(config, rank_mentions=False), env.run_turn, issue)
+        blind = apply_turn(grep, 1, config, env.run_turn)
+        evaluated = run_episode(issue, env, ScriptedPolicy([grep, block("submit", files=["app/two.py"])]), config)
+    assert ranked_lines(turn.observation) == [["app/two.py", "app/one.py"]]
+    assert ranked_lines(off.observation) == ranked_lines(blind.observation) == [["app/one.py", "app/two.py"]]
+    assert ranked_lines(evaluated.messages[3]["content"]) == [["app/two.py", "app/one.py"]]
+    shown = []
+    tok = SimpleNamespace(decode=lambda ids, skip_special_tokens=True: grep)
+    trainer = SimpleNamespace(_generate_single_turn=lambda *a, **k: ([[1, 2]], None), eos_token_ids=[2])
+    monkeypatch.setattr("codegrep.rl.rollout.observation_ids",
+                        lambda tokenizer, text, after_eos: shown.append(text) or [0])  # the tokenizer's part
+    with RepoToolEnvironment(root) as env:
+        RolloutRunner([], None, None, config)._turn(trainer, tok, [Episode([0])], [env], 1, [issue])
+    assert [ranked_lines(t) for t in shown] == [[["app/two.py", "app/one.py"]]]
+
+
 def test_a_name_the_budget_cut_is_no_file_and_a_suffix_less_one_is(tmp_path):
     """The observation's budget cut a grep's output mid-line; the cut row's name (``pkg/zz.abcd`` of
     ``pkg/zz.abcdefgh``) was listed, so the copy constraint offered a submit of a file that does not exist. The cut

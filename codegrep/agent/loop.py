@@ -114,7 +114,7 @@ def _advance(ep: Episode, env: ToolEnvironment, turn: Turn, number: int, config:
     """Apply one generated turn to ``ep`` (``protocol.apply_turn``, shared with training); True when over."""
     ep.messages.append({"role": "assistant", "content": turn.output})
     ep.turns.append(turn)
-    outcome = apply_turn(turn.output, number, config, env.run_turn)
+    outcome = apply_turn(turn.output, number, config, env.run_turn, ep.task_text)
     turn.errors = outcome.errors
     turn.tool_s = outcome.tool_s
     if outcome.submit is not None:

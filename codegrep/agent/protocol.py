@@ -58,6 +58,11 @@ class AgentConfig:
     """When > 0, the observation of a turn with grep/glob calls opens with the top ``rank_files`` files of one
     ranking over all its calls (the grep heuristic's turn-1 scoring: IDF-weighted hits, definition hits up, tests
     down, docs out) — a change from the paper's tools; 0 = none, the paper's."""
+    rank_mentions: bool = True
+    """With ``rank_files``: the ranking also multiplies files the shown issue points at (paths, traceback frames,
+    dotted module names among the files the turn found) by the grep heuristic's ``1 + mention_boost * weight``, as
+    the heuristic's own ranking does (``HeuristicRetriever.boost_mentions``). False: the turn's hits alone, the
+    ranked line before 2026-12-06's second session."""
     max_call_tokens: int | None = None
     """Cap of one call's output in approximate tokens (None = the turn budget shared evenly among the calls, the
     paper's rule); the turn budget ``max_observation_tokens`` still bounds the whole observation."""
@@ -466,8 +471,10 @@ class TurnOutcome:
 
 
 def apply_turn(output: str, number: int, config: AgentConfig,
-               run_calls: Callable[[Sequence[ToolCall]], list[ToolResult]]) -> TurnOutcome:
-    """Apply model turn ``number`` (1-based): parse, cap, submit handling, run the calls, render the observation.
+               run_calls: Callable[[Sequence[ToolCall]], list[ToolResult]], issue: str = "") -> TurnOutcome:
+    """Apply model turn ``number`` (1-based): parse, cap, submit handling, run the calls, render the observation;
+    ``issue`` (the task's text; the part the agent is shown counts, :func:`visible_issue`) feeds the ranked line's
+    mention boost (``rank_mentions``).
 
     Evaluation (``codegrep.agent.loop``) and training (``codegrep.rl.rollout``) both call this, so the policy
     is trained on exactly the episode it is evaluated on. ``run_calls`` runs one turn's calls in parallel
@@ -512,7 +519,8 @@ def apply_turn(output: str, number: int, config: AgentConfig,
     outcome.observation = format_observation(shown, outcome.calls, outcome.errors, config.max_observation_tokens,
                                              note=turn_note(number + 1, config.max_turns),
                                              call_tokens=config.max_call_tokens)
-    ranked = ranked_files(outcome.calls, outcome.results, config.rank_files) if config.rank_files else []
+    mentions = visible_issue(issue, config) if config.rank_mentions else ""
+    ranked = ranked_files(outcome.calls, outcome.results, config.rank_files, mentions) if config.rank_files else []
     if ranked:
         outcome.observation = f"{ranked_line(ranked)}\n{outcome.observation}"
     return outcome
@@ -615,14 +623,18 @@ def call_term(call: ToolCall) -> str:
     return re.sub(r"\\(.)", r"\1", raw.replace(r"\b", ""))
 
 
-def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: int) -> list[str]:
+def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: int, issue: str = "") -> list[str]:
     """The top files of one ranking over a turn's grep/glob results: the grep heuristic's turn-1 score
-    (``HeuristicRetriever.score``; a case-insensitive grep counts as a plain word, a glob as a path).
+    (``HeuristicRetriever.score``; a case-insensitive grep counts as a plain word, a glob as a path), with the files
+    ``issue`` points at boosted as the heuristic boosts them (``HeuristicRetriever.boost_mentions``; no text, none).
 
     >>> calls = [ToolCall("grep", {"pattern": "f"}), ToolCall("grep", {"pattern": "g"})]
     >>> res = [ToolResult("grep", True, "a.py:1:f()\\nb.py:2:def f():"), ToolResult("grep", True, "b.py:5:g")]
     >>> ranked_files(calls, res, 5)
     ['b.py', 'a.py']
+    >>> tie = [ToolResult("grep", True, "a.py:1:f()\\nb.py:2:f()"), ToolResult("grep", True, "No matches.")]
+    >>> ranked_files(calls, tie, 5), ranked_files(calls, tie, 5, 'File "src/b.py", line 2, in main')
+    (['a.py', 'b.py'], ['b.py', 'a.py'])
     """
     from codegrep.retrievers.heuristic import HeuristicRetriever
 
@@ -633,7 +645,10 @@ def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: 
             kind = "path" if call.name == "glob" else "word" if call.arguments.get("ignore_case") else "ident"
             terms.append((term, kind))
             kept.append(result)
-    scores, _ = HeuristicRetriever().score(terms, kept)
+    heuristic = HeuristicRetriever()
+    scores, why = heuristic.score(terms, kept)
+    if issue:
+        scores = heuristic.boost_mentions(issue, scores, why)
     return sorted(scores, key=lambda p: (-scores[p], p))[:top]
 
 

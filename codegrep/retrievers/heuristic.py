@@ -130,9 +130,19 @@ def term_call(term: str, kind: str) -> ToolCall:
     if kind == "path":
         return ToolCall("glob", {"pattern": f"**/{term}"})
     if kind == "word":
-        stem = _SUFFIX.sub("", term) if len(term) > 5 else term
-        return ToolCall("grep", {"pattern": rf"\b{re.escape(stem)}", "ignore_case": True})
+        return ToolCall("grep", {"pattern": rf"\b{re.escape(word_stem(term))}", "ignore_case": True})
     return ToolCall("grep", {"pattern": rf"\b{re.escape(term)}\b", "ignore_case": False})
+
+
+def word_stem(word: str) -> str:
+    """The crude stem a plain word is grepped by (:func:`term_call`), and the term its hits are scored under, by
+    the heuristic and by the agent's ranked line alike (one ``ing``/``ed``/``es``/``s``/``ly`` off words over five
+    letters).
+
+    >>> word_stem("monitors"), word_stem("printing"), word_stem("class")
+    ('monitor', 'print', 'class')
+    """
+    return _SUFFIX.sub("", word) if len(word) > 5 else word
 
 
 def split_hit(line: str, names: Collection[str] = ()) -> tuple[str, str] | None:
@@ -291,7 +301,8 @@ class HeuristicRetriever:
         terms = issue_terms(task.problem_statement, self.config.max_terms)
         with RepoToolEnvironment(Path(checkout), ToolConfig.from_dict(self.env_config)) as env:
             results = env.run_turn([term_call(t, kind) for t, kind in terms]) if terms else []
-            scores, why = self.score(terms, results)
+            # scored under what each call searched (a plain word: its stem), as the agent's ranked line scores them
+            scores, why = self.score([(word_stem(t) if kind == "word" else t, kind) for t, kind in terms], results)
             scores = self.boost_mentions(task.problem_statement, scores, why)
             ranked = sorted(scores, key=lambda p: (-scores[p], p))[:self.config.top_n]
             reads = env.run_turn([ToolCall("read", {"path": p}) for p in ranked[:self.config.read_top]])

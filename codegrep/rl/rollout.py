@@ -96,7 +96,7 @@ class RolloutRunner:
                 if not active:
                     break
                 self._turn(trainer, tok, [episodes[i] for i in active], [envs[tasks[i].instance_id] for i in active],
-                           turn)
+                           turn, [tasks[i].problem_statement for i in active])
         scores = [self._score(e, t) for e, t in zip(episodes, tasks)]
         trainer.last_scores = scores
         if any(e.restrictions for e in episodes):  # the loss renormalises over what the controls allowed
@@ -110,13 +110,16 @@ class RolloutRunner:
             out[name] = [getattr(s, name) for s in scores]
         return out
 
-    def _turn(self, trainer: Any, tok: Any, episodes: list[Episode], envs: list[Any], turn: int) -> None:
-        """Generate one assistant turn for every active episode, then answer it from the environment."""
+    def _turn(self, trainer: Any, tok: Any, episodes: list[Episode], envs: list[Any], turn: int,
+              issues: Sequence[str] = ()) -> None:
+        """Generate one assistant turn for every active episode, then answer it from the environment (``issues``:
+        each episode's task text, for the ranked line's mention boost)."""
         contexts = [e.prompt_ids + e.completion_ids for e in episodes]
         trainer.turn_restrictions = None
         new_ids, new_logprobs = trainer._generate_single_turn(contexts, None, {}, num_generations=1)
         restricted = getattr(trainer, "turn_restrictions", None)
         eos = set(trainer.eos_token_ids)
+        issues = list(issues) or [""] * len(episodes)
         for k, (episode, env) in enumerate(zip(episodes, envs)):
             ids = list(new_ids[k])
             if restricted is not None:
@@ -126,7 +129,8 @@ class RolloutRunner:
             episode.rounds += 1
             episode.generated += len(ids)
             # the same turn as evaluation (codegrep.agent.loop): one function applies it
-            outcome = apply_turn(tok.decode(ids, skip_special_tokens=True), turn, self.agent, env.run_turn)
+            outcome = apply_turn(tok.decode(ids, skip_special_tokens=True), turn, self.agent, env.run_turn,
+                                 issues[k])
             episode.parse_errors += bool(outcome.errors)
             episode.tool_calls += len(outcome.calls)
             if outcome.submit is not None:
