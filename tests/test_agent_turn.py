@@ -95,7 +95,7 @@ def test_training_and_evaluation_see_the_same_episode_token_for_token(repo):
         for turn in range(1, CONFIG.max_turns + 1):
             if train_ep.done:
                 break
-            runner._turn(trainer, tok, [train_ep], [env], turn)
+            runner._turn(trainer, tok, [train_ep], [env], turn, [issue])
 
     # The whole training sequence up to the last observation is the chat template over the evaluation messages.
     expected = tok.apply_chat_template(evaluated.messages[:-1], tokenize=True, return_dict=False,
@@ -127,7 +127,7 @@ def test_rollout_counts_only_calls_that_ran():
     def never(calls):
         raise AssertionError(f"calls of a submitting turn were run: {calls}")
 
-    RolloutRunner([], None, None, CONFIG)._turn(trainer, tok, [ep], [SimpleNamespace(run_turn=never)], 1)
+    RolloutRunner([], None, None, CONFIG)._turn(trainer, tok, [ep], [SimpleNamespace(run_turn=never)], 1, [""])
     assert ep.done and ep.submitted == ["a.py"] and ep.tool_calls == 0 and ep.parse_errors == 0
 
 

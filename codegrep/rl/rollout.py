@@ -111,15 +111,14 @@ class RolloutRunner:
         return out
 
     def _turn(self, trainer: Any, tok: Any, episodes: list[Episode], envs: list[Any], turn: int,
-              issues: Sequence[str] = ()) -> None:
+              issues: Sequence[str]) -> None:
         """Generate one assistant turn for every active episode, then answer it from the environment (``issues``:
-        each episode's task text, for the ranked line's mention boost)."""
+        each episode's task text, as evaluation passes it, for the ranked line's mention boost)."""
         contexts = [e.prompt_ids + e.completion_ids for e in episodes]
         trainer.turn_restrictions = None
         new_ids, new_logprobs = trainer._generate_single_turn(contexts, None, {}, num_generations=1)
         restricted = getattr(trainer, "turn_restrictions", None)
         eos = set(trainer.eos_token_ids)
-        issues = list(issues) or [""] * len(episodes)
         for k, (episode, env) in enumerate(zip(episodes, envs)):
             ids = list(new_ids[k])
             if restricted is not None:

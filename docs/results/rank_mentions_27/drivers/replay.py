@@ -48,7 +48,6 @@ for f in sorted(glob.glob(epdir + '/*.json')):
     rows.append((t.instance_id, firsts))
 print('n', n, 'recorded first gold', rec, 'replay(no boost) first == recorded', match)
 print({b: hits[b] for b in boosts})
-base = [r[1][0.0] for r in rows if r[1]]
 gold_of = {t.instance_id: set(t.gold_files) for t in tasks}
 for b in boosts[1:]:
     won = sum(1 for iid, f in rows if f and f[b] in gold_of[iid] and f[0.0] not in gold_of[iid])
