@@ -152,6 +152,23 @@ def test_ranked_line_keeps_a_file_name_with_a_comma_whole(tmp_path):
     assert plain.observation.startswith("Files ranked by this turn's searches: pkg/cli.py\n")  # plain names: as before
 
 
+def rollout_ranked_lines(root, config, output, issue, monkeypatch):
+    """The ranked lines of the observation a GRPO rollout turn (``RolloutRunner._turn``) renders for ``output`` on
+    the repository at ``root`` (TRL's generator and the tokenizer's part faked; the turn itself real)."""
+    from codegrep.agent.protocol import ranked_lines
+    from codegrep.rl.rollout import Episode, RolloutRunner
+
+    shown = []
+    tok = SimpleNamespace(decode=lambda ids, skip_special_tokens=True: output)
+    trainer = SimpleNamespace(_generate_single_turn=lambda *a, **k: ([[1, 2]], None), eos_token_ids=[2])
+    monkeypatch.setattr("codegrep.rl.rollout.observation_ids",
+                        lambda tokenizer, text, after_eos: shown.append(text) or [0])  # the tokenizer's part
+    with RepoToolEnvironment(root) as env:
+        RolloutRunner([], None, None, config)._turn(trainer, tok, [Episode([0])], [env], 1, [issue])
+    assert len(shown) == 1
+    return ranked_lines(shown[0])
+
+
 def test_the_ranked_line_boosts_the_file_the_issue_points_at_in_evaluation_and_in_rollouts(tmp_path, monkeypatch):
     """``agent.rank_mentions``: the grep heuristic boosts files the issue points at (a traceback frame, a path, a
     dotted module); the agent's ranked line read the turn's hits alone, so an issue's traceback file tied with
@@ -160,7 +177,6 @@ def test_the_ranked_line_boosts_the_file_the_issue_points_at_in_evaluation_and_i
     from dataclasses import replace
 
     from codegrep.agent.protocol import ranked_lines
-    from codegrep.rl.rollout import Episode, RolloutRunner
 
     root = tmp_path / "repo"
     commit_all(root, {"app/one.py": "x = helper()\n", "app/two.py": "y = helper()\n"})
@@ -175,14 +191,54 @@ def test_the_ranked_line_boosts_the_file_the_issue_points_at_in_evaluation_and_i
     assert ranked_lines(turn.observation) == [["app/two.py", "app/one.py"]]
     assert ranked_lines(off.observation) == ranked_lines(blind.observation) == [["app/one.py", "app/two.py"]]
     assert ranked_lines(evaluated.messages[3]["content"]) == [["app/two.py", "app/one.py"]]
-    shown = []
-    tok = SimpleNamespace(decode=lambda ids, skip_special_tokens=True: grep)
-    trainer = SimpleNamespace(_generate_single_turn=lambda *a, **k: ([[1, 2]], None), eos_token_ids=[2])
-    monkeypatch.setattr("codegrep.rl.rollout.observation_ids",
-                        lambda tokenizer, text, after_eos: shown.append(text) or [0])  # the tokenizer's part
+    assert rollout_ranked_lines(root, config, grep, issue, monkeypatch) == [["app/two.py", "app/one.py"]]
+
+
+def test_the_ranked_line_weighs_issue_relevance_in_evaluation_rollouts_and_the_copier(tmp_path, monkeypatch):
+    """``agent.rank_relevance``: the ranked line multiplies each found file by its BM25 relevance to the issue
+    (``weigh_relevance``), as the grep heuristic does with ``relevance_weight``. Two files hit by the same grep
+    tie on the grep; the one whose text shares the issue's other words ranks first, through evaluation
+    (``run_episode``), GRPO rollouts (``RolloutRunner._turn``), the scripted copier (``scripted.play``) and the
+    heuristic itself; the index is built from the environment's own files (objects mode: no checkout), the same
+    scores as a checkout's. Off (0), the old order; on without the environment's relevance, a loud error."""
+    from dataclasses import replace
+
+    from codegrep.agent.protocol import ranked_lines, relevance_of
+    from codegrep.data.tasks import Task
+    from codegrep.env.gitobjects import GitObjectEnvironment
+    from codegrep.retrievers.heuristic import HeuristicConfig, HeuristicRetriever
+    from codegrep.retrievers.lexical import environment_relevance
+    from codegrep.retrievers.scripted import play
+
+    root = tmp_path / "repo"
+    commit_all(root, {"app/aaa.py": "x = helper()\n", "app/zzz.py": "y = helper()  # rounding of the totals\n",
+                      "app/other.py": "z = 1\n"})
+    issue = "`helper` gives wrong rounding of the totals"
+    grep = block("grep", pattern="helper")
+    config = AgentConfig(max_turns=2, grep_view="files", rank_files=5, rank_relevance=1.0)
     with RepoToolEnvironment(root) as env:
-        RolloutRunner([], None, None, config)._turn(trainer, tok, [Episode([0])], [env], 1, [issue])
-    assert [ranked_lines(t) for t in shown] == [[["app/two.py", "app/one.py"]]]
+        weighed = apply_turn(grep, 1, config, env.run_turn, issue, relevance_of(env))
+        off = apply_turn(grep, 1, replace(config, rank_relevance=0.0), env.run_turn, issue)
+        evaluated = run_episode(issue, env, ScriptedPolicy([grep, block("submit", files=["app/zzz.py"])]), config)
+        with pytest.raises(ValueError, match="rank_relevance"):
+            apply_turn(grep, 1, config, env.run_turn, issue)
+        checkout_scores = environment_relevance(env, issue)
+        copied = play("first-listed", SimpleNamespace(problem_statement=issue, gold_files=["app/zzz.py"]), env,
+                      config, terms=1)
+    sha = __import__("subprocess").run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                       text=True).stdout.strip()
+    with GitObjectEnvironment(root, sha) as objects:
+        assert environment_relevance(objects, issue) == checkout_scores
+    assert checkout_scores["app/zzz.py"] > checkout_scores["app/aaa.py"] > 0 and "app/other.py" not in checkout_scores
+    assert ranked_lines(weighed.observation) == [["app/zzz.py", "app/aaa.py"]]
+    assert ranked_lines(off.observation) == [["app/aaa.py", "app/zzz.py"]]
+    assert ranked_lines(evaluated.messages[3]["content"]) == [["app/zzz.py", "app/aaa.py"]]
+    assert ranked_lines(copied.observations[0])[0][0] == "app/zzz.py"
+    assert rollout_ranked_lines(root, config, grep, issue, monkeypatch) == [["app/zzz.py", "app/aaa.py"]]
+    task = Task(instance_id="t-1", repo="o/r", base_commit=sha, problem_statement=issue, gold_files=["app/zzz.py"])
+    plain = HeuristicRetriever(HeuristicConfig(max_terms=1, read_top=0)).retrieve(task, root).files
+    weighted = HeuristicRetriever(HeuristicConfig(max_terms=1, read_top=0, relevance_weight=1.0)).retrieve(task, root).files
+    assert plain[:2] != weighted[:2] and weighted[0] == "app/zzz.py"
 
 
 def test_a_name_the_budget_cut_is_no_file_and_a_suffix_less_one_is(tmp_path):

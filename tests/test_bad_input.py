@@ -193,6 +193,11 @@ CASES = [
          ["--set notebooks.04_ablation.level", "number"]),
     Case("reproduce split limit 0", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o", "--set",
                                      "tasks.splits.train.limit=0"], ["--set tasks.splits.train.limit"]),
+    Case("reproduce rank_relevance negative", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                               "--set", "agent.rank_relevance=-1"], ["--set agent.rank_relevance", ">= 0"]),
+    Case("reproduce heuristic relevance_weight a word", ["reproduce", "--profile", "ci", "--only", "05", "--out",
+                                                         f"{T}/o", "--set", "retrievers.grep-heuristic.relevance_weight=x"],
+         ["--set retrievers.grep-heuristic.relevance_weight", "number"]),
     Case("reproduce agent choice unknown", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o", "--set",
                                             "agent.grep_view=nope"], ["--set agent.grep_view", "nope"]),
     # ---- train: config YAML and --resume

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from codegrep import TRAJECTORY_FORMAT, Policy, ToolEnvironment
 from codegrep.agent.policies import estimate_tokens
-from codegrep.agent.protocol import AgentConfig, apply_turn, build_messages, tool_argument_types
+from codegrep.agent.protocol import AgentConfig, apply_turn, build_messages, relevance_of, tool_argument_types
 
 
 @dataclass
@@ -114,7 +114,7 @@ def _advance(ep: Episode, env: ToolEnvironment, turn: Turn, number: int, config:
     """Apply one generated turn to ``ep`` (``protocol.apply_turn``, shared with training); True when over."""
     ep.messages.append({"role": "assistant", "content": turn.output})
     ep.turns.append(turn)
-    outcome = apply_turn(turn.output, number, config, env.run_turn, ep.task_text)
+    outcome = apply_turn(turn.output, number, config, env.run_turn, ep.task_text, relevance_of(env))
     turn.errors = outcome.errors
     turn.tool_s = outcome.tool_s
     if outcome.submit is not None:

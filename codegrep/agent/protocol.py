@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from codegrep.env.tools import ToolCall, ToolResult
 from codegrep.env.textops import NOTE_PREFIXES
@@ -63,6 +63,11 @@ class AgentConfig:
     dotted module names among the files the turn found) by the grep heuristic's ``1 + mention_boost * weight``, as
     the heuristic's own ranking does (``HeuristicRetriever.boost_mentions``). False: the turn's hits alone, the
     ranked line before 2026-12-06's second session."""
+    rank_relevance: float = 0.0
+    """With ``rank_files``: exponent of the issue-relevance factor the ranking multiplies each found file by
+    (``HeuristicRetriever``'s :func:`~codegrep.retrievers.heuristic.weigh_relevance`: the file's BM25 score against
+    the shown issue over the whole snapshot, relative to the best found file's), as the grep heuristic does with
+    its ``relevance_weight``; 0 = off, the turn's hits alone. The agent's greps still choose which files rank."""
     max_call_tokens: int | None = None
     """Cap of one call's output in approximate tokens (None = the turn budget shared evenly among the calls, the
     paper's rule); the turn budget ``max_observation_tokens`` still bounds the whole observation."""
@@ -471,10 +476,13 @@ class TurnOutcome:
 
 
 def apply_turn(output: str, number: int, config: AgentConfig,
-               run_calls: Callable[[Sequence[ToolCall]], list[ToolResult]], issue: str = "") -> TurnOutcome:
+               run_calls: Callable[[Sequence[ToolCall]], list[ToolResult]], issue: str = "",
+               relevance: Callable[[str], Mapping[str, float]] | None = None) -> TurnOutcome:
     """Apply model turn ``number`` (1-based): parse, cap, submit handling, run the calls, render the observation;
     ``issue`` (the task's text; the part the agent is shown counts, :func:`visible_issue`) feeds the ranked line's
-    mention boost (``rank_mentions``).
+    mention boost (``rank_mentions``); ``relevance`` (each file's relevance to a text:
+    ``codegrep.retrievers.lexical.environment_relevance`` of the episode's environment) its relevance factor
+    (``rank_relevance``; required then, so no caller drops it unseen).
 
     Evaluation (``codegrep.agent.loop``) and training (``codegrep.rl.rollout``) both call this, so the policy
     is trained on exactly the episode it is evaluated on. ``run_calls`` runs one turn's calls in parallel
@@ -520,7 +528,13 @@ def apply_turn(output: str, number: int, config: AgentConfig,
                                              note=turn_note(number + 1, config.max_turns),
                                              call_tokens=config.max_call_tokens)
     mentions = visible_issue(issue, config) if config.rank_mentions else ""
-    ranked = ranked_files(outcome.calls, outcome.results, config.rank_files, mentions) if config.rank_files else []
+    prior = None
+    if config.rank_files and config.rank_relevance and any(c.name in ("grep", "glob") for c in outcome.calls):
+        if relevance is None:
+            raise ValueError("agent.rank_relevance needs the environment's relevance (apply_turn(..., relevance=))")
+        prior = relevance(visible_issue(issue, config))
+    ranked = ranked_files(outcome.calls, outcome.results, config.rank_files, mentions, prior,
+                          config.rank_relevance) if config.rank_files else []
     if ranked:
         outcome.observation = f"{ranked_line(ranked)}\n{outcome.observation}"
     return outcome
@@ -623,10 +637,22 @@ def call_term(call: ToolCall) -> str:
     return re.sub(r"\\(.)", r"\1", raw.replace(r"\b", ""))
 
 
-def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: int, issue: str = "") -> list[str]:
+def relevance_of(env: Any) -> Callable[[str], Mapping[str, float]] | None:
+    """``apply_turn``'s ``relevance`` for an episode's environment (``environment_relevance`` of its snapshot); None
+    for an environment that cannot list its files (a test's fake), which ``rank_relevance`` then refuses."""
+    if not hasattr(env, "file_contents"):
+        return None
+    from codegrep.retrievers.lexical import environment_relevance
+
+    return lambda text: environment_relevance(env, text)
+
+
+def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: int, issue: str = "",
+                 relevance: Mapping[str, float] | None = None, weight: float = 0.0) -> list[str]:
     """The top files of one ranking over a turn's grep/glob results: the grep heuristic's turn-1 score
     (``HeuristicRetriever.score``; a case-insensitive grep counts as a plain word, a glob as a path), with the files
-    ``issue`` points at boosted as the heuristic boosts them (``HeuristicRetriever.boost_mentions``; no text, none).
+    ``issue`` points at boosted as the heuristic boosts them (``HeuristicRetriever.boost_mentions``; no text, none),
+    then weighed by each file's ``relevance`` to the issue to the power ``weight`` (``weigh_relevance``; 0, none).
 
     >>> calls = [ToolCall("grep", {"pattern": "f"}), ToolCall("grep", {"pattern": "g"})]
     >>> res = [ToolResult("grep", True, "a.py:1:f()\\nb.py:2:def f():"), ToolResult("grep", True, "b.py:5:g")]
@@ -635,8 +661,10 @@ def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: 
     >>> tie = [ToolResult("grep", True, "a.py:1:f()\\nb.py:2:f()"), ToolResult("grep", True, "No matches.")]
     >>> ranked_files(calls, tie, 5), ranked_files(calls, tie, 5, 'File "src/b.py", line 2, in main')
     (['a.py', 'b.py'], ['b.py', 'a.py'])
+    >>> ranked_files(calls, res, 5, relevance={"a.py": 8.0, "b.py": 1.0}, weight=1.0)
+    ['a.py', 'b.py']
     """
-    from codegrep.retrievers.heuristic import HeuristicRetriever
+    from codegrep.retrievers.heuristic import HeuristicRetriever, weigh_relevance
 
     terms, kept = [], []
     for call, result in zip(calls, results):
@@ -649,6 +677,8 @@ def ranked_files(calls: Sequence[ToolCall], results: Sequence[ToolResult], top: 
     scores, why = heuristic.score(terms, kept)
     if issue:
         scores = heuristic.boost_mentions(issue, scores, why)
+    if relevance and weight:
+        scores = weigh_relevance(scores, relevance, weight)
     return sorted(scores, key=lambda p: (-scores[p], p))[:top]
 
 

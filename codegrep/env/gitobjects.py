@@ -83,6 +83,9 @@ class GitObjectEnvironment(ToolEnvironmentBase):
     def _listing(self) -> Listing:
         return self.listing
 
+    def snapshot_id(self) -> tuple | None:
+        return ("objects", str(self.git_dir), self.commit)
+
     def _size(self, name: str) -> int:
         return self.listing.sizes[name]
 

@@ -87,7 +87,23 @@ class ToolEnvironmentBase:
         live checkout can change under a search; checkout-free mode's blob files never do."""
         yield lambda disk, rows, shown: False
 
+    def snapshot_id(self) -> tuple | None:
+        """What names this snapshot across environments (indexes built from it are shared); None: not shared."""
+        return None
+
     # --- public API ------------------------------------------------------------------------------
+    def file_contents(self, max_bytes: int) -> Iterator[tuple[str, bytes | None]]:
+        """Each listed file of at most ``max_bytes`` with its bytes (None where the tools refuse to read it or it
+        is binary), in listing order: what an index of this snapshot is built from, as the tools see it."""
+        for name in self._listing().names:
+            if self._size(name) > max_bytes:
+                continue
+            try:
+                data = self._read_bytes(name)
+            except (ToolError, SandboxError, OSError):
+                data = None
+            yield name, (data if data is not None and b"\0" not in data[:8192] else None)
+
     def run_turn(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         """Run one turn's calls in parallel (bounded pool); results come back in call order."""
         if len(calls) <= 1:

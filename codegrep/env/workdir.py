@@ -58,6 +58,15 @@ class RepoToolEnvironment(ToolEnvironmentBase):
         self._listing_lock = threading.Lock()
         self._failed: tuple[float, str] | None = None  # when the last listing failed, and why
 
+    def snapshot_id(self) -> tuple | None:
+        """A pooled worktree's root at its checked-out commit (a live checkout changes: not shared)."""
+        if not self.snapshot:
+            return None
+        from codegrep.retrievers.corpus import checkout_sha
+
+        sha = checkout_sha(self.root)
+        return None if sha is None else ("worktree", str(self.root), sha)
+
     def _fresh(self) -> Listing | None:
         with self._lock:
             if self._cached is not None and (self.snapshot or

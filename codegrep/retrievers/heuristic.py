@@ -17,7 +17,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 from codegrep.data.paths import suffix_alternation
 from codegrep.data.tasks import Task
@@ -84,6 +84,27 @@ class HeuristicConfig:
     """Multiplier for a term's hits in a file named after the term (:func:`named_after`: ``latex`` in
     ``printing/latex.py``); 1 = off. 3 (a definition's weight): the grep heuristic 25 -> 28 of the 55 real train
     tasks (lite-train), 41 -> 44 of the transfer check's 106 rows off sympy; never chosen on the 86."""
+    relevance_weight: float = 0.0
+    """Exponent of the issue-relevance factor (:func:`weigh_relevance`): each found file's score is multiplied by
+    ``(0.001 + r / r_max) ** relevance_weight``, ``r`` the file's BM25 score against the issue over the whole
+    snapshot (the ``bm25`` retriever's default index) and ``r_max`` the highest among the found files; 0 = off
+    (the grep hits alone). The grep terms still choose which files can rank; BM25 only orders them."""
+
+
+def weigh_relevance(scores: Mapping[str, float], relevance: Mapping[str, float], weight: float) -> dict[str, float]:
+    """``scores`` with each file multiplied by ``(0.001 + r / r_max) ** weight``, ``r`` its ``relevance`` (0 when
+    absent) and ``r_max`` the highest relevance among the scored files; unchanged for weight 0 or no relevance.
+
+    >>> out = weigh_relevance({"a.py": 2.0, "b.py": 1.0}, {"a.py": 3.0, "b.py": 9.0, "c.py": 99.0}, 1.0)
+    >>> sorted(out, key=out.get, reverse=True), round(out["a.py"], 3), round(out["b.py"], 3)
+    (['b.py', 'a.py'], 0.669, 1.001)
+    >>> weigh_relevance({"a.py": 2.0}, {}, 1.0), weigh_relevance({"a.py": 2.0}, {"a.py": 5.0}, 0.0)
+    ({'a.py': 2.0}, {'a.py': 2.0})
+    """
+    top = max((relevance.get(p, 0.0) for p in scores), default=0.0)
+    if not weight or top <= 0:
+        return dict(scores)
+    return {p: s * (0.001 + relevance.get(p, 0.0) / top) ** weight for p, s in scores.items()}
 
 
 def issue_terms(text: str, max_terms: int = 8) -> list[tuple[str, str]]:
@@ -304,6 +325,13 @@ class HeuristicRetriever:
             # scored under what each call searched (a plain word: its stem), as the agent's ranked line scores them
             scores, why = self.score([(word_stem(t) if kind == "word" else t, kind) for t, kind in terms], results)
             scores = self.boost_mentions(task.problem_statement, scores, why)
+            if self.config.relevance_weight:
+                from codegrep.retrievers.lexical import environment_relevance
+
+                relevance = environment_relevance(env, task.problem_statement)
+                scores = weigh_relevance(scores, relevance, self.config.relevance_weight)
+                for p in scores:
+                    why[p].append(f"bm25 {relevance.get(p, 0.0):.1f}")
             ranked = sorted(scores, key=lambda p: (-scores[p], p))[:self.config.top_n]
             reads = env.run_turn([ToolCall("read", {"path": p}) for p in ranked[:self.config.read_top]])
         ranked = self.rerank(ranked, terms, reads)

@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,14 +168,21 @@ def analyse_content(data: bytes, path: str = "") -> tuple[dict[str, int], list[s
 def build_index(root: Path, config: BM25Config) -> BM25Index:
     """Tokenise every file the policy keeps under ``root`` and fit bm25s (the index itself is cached by the
     caller; per-file analyses are shared across snapshots by content, :func:`analyse_content`)."""
+    return index_files(list_files(root, config.max_file_bytes), lambda rel: read_bytes(root, rel), config)
+
+
+def index_files(names: Iterable[str], read: Callable[[str], bytes | None], config: BM25Config) -> BM25Index:
+    """:func:`build_index` over any snapshot: ``names`` (repository-relative, within ``max_file_bytes``) and
+    ``read`` (a name's bytes; None skips it), so a checkout-free tool environment indexes its own files
+    (``ToolEnvironmentBase.relevance``) exactly as the ``bm25`` retriever indexes a checkout."""
     import bm25s
 
     policy = policy_from(config)
     files, docs, weights, defs = [], [], [], {}
-    for rel in list_files(root, config.max_file_bytes):
+    for rel in names:
         if not policy.keeps(rel):
             continue
-        data = read_bytes(root, rel)
+        data = read(rel)
         if data is None:
             continue
         counts, names = analyse_content(data, rel)
@@ -276,3 +284,46 @@ class BM25Retriever:
         return Retrieval(files=[f for f, _ in hits], seconds=time.perf_counter() - start,
                          reasons={f: f"bm25 score {s:.2f}" for f, s in hits},
                          extra={"scores": [round(s, 4) for _, s in hits], "n_indexed": len(index.files)})
+
+
+ENVIRONMENT_INDEXES = 16
+"""Indexes of tool environments' snapshots kept in memory (most recently used), for ``agent.rank_relevance``."""
+
+_ENV_INDEXES: "OrderedDict[tuple, BM25Index]" = OrderedDict()
+_ENV_LOCK = threading.Lock()
+
+
+def environment_index(env: "object") -> BM25Index:
+    """The ``bm25`` retriever's default index (:class:`BM25Config`) of a tool environment's snapshot, built from
+    the files its tools list and read (``env.file_contents``, :func:`index_files`), so checkout-free mode needs no
+    checkout. Kept per snapshot (``env.snapshot_id()``; None: not kept) for the episodes and rollouts sharing it."""
+    key = env.snapshot_id()
+    if key is not None:
+        with _ENV_LOCK:
+            if key in _ENV_INDEXES:
+                _ENV_INDEXES.move_to_end(key)
+                return _ENV_INDEXES[key]
+    config = BM25Config()
+    contents = dict(env.file_contents(config.max_file_bytes))
+    index = index_files(list(contents), contents.get, config)
+    if key is not None:
+        with _ENV_LOCK:
+            _ENV_INDEXES[key] = index
+            while len(_ENV_INDEXES) > ENVIRONMENT_INDEXES:
+                _ENV_INDEXES.popitem(last=False)
+    return index
+
+
+def environment_relevance(env: "object", text: str) -> dict[str, float]:
+    """BM25 score of each file of a tool environment's snapshot against ``text`` (:func:`environment_index`,
+    the retriever's default mention and definition boosts): the prior ``agent.rank_relevance`` weighs the agent's
+    ranked line by and ``retrievers.grep-heuristic.relevance_weight`` the heuristic's ranking. Files sharing no
+    token with ``text`` are absent. Not a tool the agent calls: the environment's side of the ranked line."""
+    cached = getattr(env, "_codegrep_relevance", None)
+    if cached is not None and cached[0] == text:
+        return cached[1]
+    config = BM25Config()
+    index = environment_index(env)
+    scores = dict(index.search(text, len(index.files), config.mention_boost, config.definition_boost))
+    env._codegrep_relevance = (text, scores)
+    return scores

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from codegrep.agent.protocol import AgentConfig, apply_turn, call_key, listed_files, tool_call_text, visible_issue
+from codegrep.agent.protocol import (AgentConfig, apply_turn, call_key, listed_files, relevance_of, tool_call_text,
+                                     visible_issue)
 from codegrep.env.tools import ToolCall
 from codegrep.retrievers.terms import compact_call, expert_terms
 
@@ -73,11 +74,11 @@ def play(strategy: str, task: Any, env: Any, agent: AgentConfig, terms: int = 4,
     """Play one two-turn episode of ``strategy`` through ``apply_turn`` on ``env`` (a ``ToolEnvironment``)."""
     calls = first_calls(task.problem_statement, agent, terms, skip) or [ToolCall("glob", {"pattern": "**/*.py"})]
     first = tool_call_text(calls)
-    turn1 = apply_turn(first, 1, agent, env.run_turn, task.problem_statement)
+    turn1 = apply_turn(first, 1, agent, env.run_turn, task.problem_statement, relevance_of(env))
     observation = turn1.observation or ""
     files = choose(strategy, observation, task.gold_files, size) or ["none"]
     second = tool_call_text([ToolCall("submit", {"files": files})])
-    turn2 = apply_turn(second, 2, agent, env.run_turn, task.problem_statement)
+    turn2 = apply_turn(second, 2, agent, env.run_turn, task.problem_statement, relevance_of(env))
     return ScriptedEpisode([first, second], [observation], turn1.calls, list(turn2.submit or []))
 
 

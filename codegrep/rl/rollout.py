@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from codegrep.agent.protocol import AgentConfig, apply_turn, listed_files
+from codegrep.agent.protocol import AgentConfig, apply_turn, listed_files, relevance_of
 from codegrep.data.tasks import Task
 from codegrep.rl.rewards import EpisodeScore, score_episode
 
@@ -129,7 +129,7 @@ class RolloutRunner:
             episode.generated += len(ids)
             # the same turn as evaluation (codegrep.agent.loop): one function applies it
             outcome = apply_turn(tok.decode(ids, skip_special_tokens=True), turn, self.agent, env.run_turn,
-                                 issues[k])
+                                 issues[k], relevance_of(env))
             episode.parse_errors += bool(outcome.errors)
             episode.tool_calls += len(outcome.calls)
             if outcome.submit is not None:
