@@ -453,8 +453,9 @@ KEY_RULES: dict[str, tuple[Any, str | None]] = {
     "agent.max_observation_tokens": (int, ">= 1"), "agent.max_issue_chars": (int, ">= 1"),
     "agent.max_submit_files": (int, ">= 1"), "agent.max_new_tokens": (int, ">= 1"),
     "agent.temperature": (float, ">= 0"), "agent.top_p": (float, "0..1"), "agent.batch_size": (int, ">= 1"),
-    "agent.rank_files": (int, ">= 0"), "agent.rank_relevance": (float, ">= 0"), "agent.max_call_tokens": (int | None, ">= 1"), "agent.min_greps": (int, ">= 0"),
-    "agent.draft_tokens": (int, ">= 0"), "retrievers.grep-heuristic.relevance_weight": (float, ">= 0"), "agent.prefix_cache_mb": (int | None, ">= 0"),
+    "agent.rank_files": (int, ">= 0"), "agent.max_call_tokens": (int | None, ">= 1"), "agent.min_greps": (int, ">= 0"),
+    "agent.draft_tokens": (int, ">= 0"), "agent.prefix_cache_mb": (int | None, ">= 0"),
+    "agent.rank_relevance": (float, ">= 0"), "retrievers.grep-heuristic.relevance_weight": (float, ">= 0"),
     "agent.cpu_threads": (int | None, ">= 1"), "agent.eval_processes": (int, ">= 1"),
     # TRL GRPOConfig fields its __post_init__ divides by (0 is a ZeroDivisionError there) or that leave no batch;
     # codegrep.rl.training_run checks the same ranges in a train YAML and `codegrep train --set`

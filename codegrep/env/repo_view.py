@@ -102,6 +102,7 @@ class ToolEnvironmentBase:
                 data = self._read_bytes(name)
             except (ToolError, SandboxError, OSError):
                 data = None
+            # binary as git and ripgrep judge it (a NUL in the first 8 KB; retrievers.corpus.is_text, a layer up)
             yield name, (data if data is not None and b"\0" not in data[:8192] else None)
 
     def run_turn(self, calls: Sequence[ToolCall]) -> list[ToolResult]:

@@ -171,15 +171,15 @@ def build_index(root: Path, config: BM25Config) -> BM25Index:
     return index_files(list_files(root, config.max_file_bytes), lambda rel: read_bytes(root, rel), config)
 
 
-def index_files(names: Iterable[str], read: Callable[[str], bytes | None], config: BM25Config) -> BM25Index:
-    """:func:`build_index` over any snapshot: ``names`` (repository-relative, within ``max_file_bytes``) and
-    ``read`` (a name's bytes; None skips it), so a checkout-free tool environment indexes its own files
-    (``ToolEnvironmentBase.relevance``) exactly as the ``bm25`` retriever indexes a checkout."""
+def index_files(paths: Iterable[str], read: Callable[[str], bytes | None], config: BM25Config) -> BM25Index:
+    """:func:`build_index` over any snapshot: ``paths`` (repository-relative, within ``max_file_bytes``) and
+    ``read`` (a path's bytes; None skips it), so a checkout-free tool environment indexes its own files
+    (:func:`environment_index`) as the ``bm25`` retriever indexes a checkout."""
     import bm25s
 
     policy = policy_from(config)
     files, docs, weights, defs = [], [], [], {}
-    for rel in names:
+    for rel in paths:
         if not policy.keeps(rel):
             continue
         data = read(rel)
