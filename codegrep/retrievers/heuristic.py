@@ -98,6 +98,9 @@ def weigh_relevance(scores: Mapping[str, float], relevance: Mapping[str, float],
     >>> out = weigh_relevance({"a.py": 2.0, "b.py": 1.0}, {"a.py": 3.0, "b.py": 9.0, "c.py": 99.0}, 1.0)
     >>> sorted(out, key=out.get, reverse=True), round(out["a.py"], 3), round(out["b.py"], 3)
     (['b.py', 'a.py'], 0.669, 1.001)
+    >>> [max(o, key=o.get) for o in (weigh_relevance({"a.py": 4.0, "b.py": 1.0}, {"a.py": 3.0, "b.py": 9.0}, w)
+    ...                              for w in (1.0, 3.0))]  # the exponent: more hits lose to far more relevance
+    ['a.py', 'b.py']
     >>> weigh_relevance({"a.py": 2.0}, {}, 1.0), weigh_relevance({"a.py": 2.0}, {"a.py": 5.0}, 0.0)
     ({'a.py': 2.0}, {'a.py': 2.0})
     """
