@@ -179,3 +179,22 @@ def test_recovery_passes_over_a_registration_another_process_is_writing(tmp_path
     busy.write_text("/half/written")  # an atomic_write in flight
     assert pool.mirrors() == [git_dir]
     assert pool.recover()["skipped"] == 0 and busy.exists()
+
+
+def test_the_default_pool_follows_the_cache_directory_it_is_asked_under(tmp_path, mirror, monkeypatch):
+    """``default_pool``: one pool per root in a process. A process that moves ``CODEGREP_CACHE`` (a test, a notebook
+    switching profiles) gets a pool under the new cache, not the first one's (which may since have been deleted:
+    the failure once seen as a lock file opened under another test's removed directory)."""
+    from codegrep.env.pool import default_pool
+
+    git_dir, commits = mirror
+    pools = []
+    for name in ("first", "second"):
+        monkeypatch.setenv("CODEGREP_CACHE", str(tmp_path / name))
+        pools.append(default_pool())
+        assert pools[-1].root == (tmp_path / name / "worktrees").resolve()
+        assert default_pool() is pools[-1] and default_pool({"max_worktrees": 4}) is pools[-1]
+        with pools[-1].acquire(git_dir, commits[0]) as checkout:
+            assert checkout.resolve().is_relative_to((tmp_path / name).resolve())
+    assert pools[0] is not pools[1]
+    assert default_pool({"pool_root": str(tmp_path / "elsewhere")}).root == (tmp_path / "elsewhere").resolve()

@@ -370,12 +370,20 @@ def _remove_path(path: Path) -> None:
         raise OSError(f"could not remove {path}: it keeps changing (a process still writing into it?)")
 
 
-_DEFAULT_POOL: WorktreePool | None = None
+_DEFAULT_POOLS: dict[str, WorktreePool] = {}
+_DEFAULT_LOCK = threading.Lock()
 
 
 def default_pool(env: dict[str, Any] | None = None) -> WorktreePool:
-    """The process-wide pool (built from ``env`` on first use; recovery runs then, once)."""
-    global _DEFAULT_POOL
-    if _DEFAULT_POOL is None:
-        _DEFAULT_POOL = WorktreePool.from_config(env)
-    return _DEFAULT_POOL
+    """The process's pool of the root ``env`` names (``pool_root``, else the cache directory as it is now:
+    ``CODEGREP_CACHE``), built from ``env`` on first use of that root (recovery runs then, once); every later call
+    for the same root shares it (one reference count per root). A process that moves its cache gets the new root's
+    pool, never a pool left on the old one."""
+    from codegrep.config import cache_dir
+
+    env = env or {}
+    root = str(Path(env.get("pool_root") or cache_dir() / "worktrees").resolve())
+    with _DEFAULT_LOCK:
+        if root not in _DEFAULT_POOLS:
+            _DEFAULT_POOLS[root] = WorktreePool.from_config({**env, "pool_root": root})
+        return _DEFAULT_POOLS[root]
