@@ -1,8 +1,9 @@
 """The suite's own pytest settings (pyproject.toml): a passing session must not leave its temporary directories behind.
 
 `.ci/run` writes ~6-8 GB under pytest's base temporary directory each session (the ci profile's reproduce fixture);
-with pytest's default retention (every session's, the last 3 kept) repeated runs filled a 250-GB disk. These tests run
-a small pytest session under the repository's configuration with its own temporary root and look at what is left."""
+with pytest's default retention (every session's, the last 3 kept) repeated runs, beside the sessions' caches, filled
+this machine's disk once. These tests run a small pytest session under the repository's configuration with its own
+temporary root and look at what is left."""
 from __future__ import annotations
 
 import os
