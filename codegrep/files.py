@@ -3,6 +3,7 @@ that never replace an input, and JSON with a depth limit. Errors are ``codegrep.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gzip
 import json
 import math
@@ -409,3 +410,100 @@ def read_json_object(path: "str | os.PathLike") -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a JSON object, got {type(data).__name__}")
     return data
+
+
+# ------------------------------------------------------------------------------------ locks
+
+
+class Flock:
+    """An ``flock`` on a path that survives the unlink-and-recreate race (the inode is re-checked). Each instance
+    opens its own file description, so threads of one process exclude each other as processes do; the kernel drops a
+    dead process's locks, so a crash never leaves a stale one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.fd = path, -1
+
+    def lock(self, mode: int) -> bool:
+        """Take ``mode`` (LOCK_SH/LOCK_EX, optionally | LOCK_NB); False when NB and busy."""
+        while True:
+            if self.fd < 0:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self.fd, mode)
+            except BlockingIOError:
+                return False
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+                    return True
+            except FileNotFoundError:
+                pass
+            self.close()  # the file was unlinked (evicted) while we waited: lock the new one
+
+    def unlock(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = -1
+
+
+def writer_lock_path(path: "str | os.PathLike") -> Path:
+    """The hidden lock file :func:`single_writer` holds for ``path``.
+
+    >>> writer_lock_path("runs/agent.jsonl")
+    PosixPath('runs/.agent.jsonl.lock')
+    """
+    path = Path(path)
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def single_writer(path: "str | os.PathLike", what: str = "run") -> Iterator[None]:
+    """Hold ``path``'s writer lock (:func:`writer_lock_path`, an exclusive ``flock``) for the block: a second ``what``
+    on the same output, in another process or thread, fails at once with one line naming the holder's pid, before it
+    reads or writes anything, instead of both streaming into one resume file. The lock file holds the holder's pid
+    and is removed when the block ends.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     out = Path(d) / "r.jsonl"
+    ...     with single_writer(out, "evaluation"):
+    ...         try:
+    ...             with single_writer(out, "evaluation"):
+    ...                 pass
+    ...         except UserError as exc:
+    ...             print(str(exc).split(": ", 1)[1])
+    ...     writer_lock_path(out).exists()
+    another evaluation (pid ...) is writing it; wait for it to end, or write elsewhere
+    False
+    """
+    path = Path(path)
+    lock_path = writer_lock_path(path)
+    lock = Flock(lock_path)
+    made = _missing_dirs(path.parent)  # removed again at the end where nothing was written into them
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        taken = lock.lock(fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        lock.close()
+        _remove_dirs(made)
+        raise _write_error(path, exc) from None
+    if not taken:
+        try:
+            pid = os.pread(lock.fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        finally:
+            lock.close()
+        raise UserError(f"{path}: another {what} (pid {pid}) is writing it; wait for it to end, or write elsewhere")
+    try:
+        os.ftruncate(lock.fd, 0)
+        os.pwrite(lock.fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        try:
+            lock_path.unlink()  # while held: a process waiting on the old file re-checks the inode (Flock.lock)
+        except OSError:
+            pass
+        lock.close()
+        _remove_dirs(made)  # only those still empty (a failed run's): one holding outputs stays
+

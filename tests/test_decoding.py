@@ -476,6 +476,27 @@ def test_drafted_steps_write_the_greedy_tokens_and_store_exact_states():
             assert torch.allclose(v, layer.values, atol=1e-9)
 
 
+def test_the_decoding_buffer_is_adopted_without_a_copy_and_grows_by_its_room():
+    """The batch's prefilled states are laid out in the decoding buffer itself (``filled``: no second or third copy of
+    the batch, which on long prompts was gigabytes), and a full buffer grows by its room, not to double its size."""
+    import torch
+
+    from codegrep.agent.prefix_cache import growing_layer_class
+
+    keys, values = torch.randn(2, 3, 10, 4), torch.randn(2, 3, 10, 4)
+    layer = growing_layer_class()(keys, values, room=4, filled=6)
+    assert layer.keys.shape[-2] == 6 and layer.keys.data_ptr() == keys.data_ptr()
+    first = keys[:, :, :6].clone()
+    new_k, new_v = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
+    k, v = layer.update(new_k, new_v)  # fills the buffer: still the same memory
+    assert k.data_ptr() == keys.data_ptr() and k.shape[-2] == 10 and torch.equal(k[:, :, 6:], new_k)
+    k, v = layer.update(new_k[:, :, :1], new_v[:, :, :1])  # 11 positions: room 4 more, not 22
+    assert layer._k.shape[-2] == 15 and k.shape[-2] == 11
+    assert torch.equal(k[:, :, :6], first) and torch.equal(k[:, :, 6:10], new_k) and torch.equal(v[:, :, 10:], new_v[:, :, :1])
+    copied = growing_layer_class()(first, first, room=4)  # without ``filled``: a buffer of its own, room after
+    assert copied._k.shape[-2] == 10 and copied.keys.data_ptr() != first.data_ptr() and torch.equal(copied.keys, first)
+
+
 def test_drafted_sampling_keeps_the_models_distribution():
     """Speculative sampling: the first two tokens' marginals over 2,000 seeded samples match the model's exact
     distributions (total variation below 0.08; a sampler that kept every draft would put all mass on it), and a

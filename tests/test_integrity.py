@@ -610,6 +610,31 @@ def test_evaluate_reuses_a_row_whose_fingerprint_matches(tmp_path):
     assert "recomputed" in err
 
 
+def test_evaluate_refuses_a_second_run_on_the_same_out(tmp_path):
+    """Two evaluations on one --out (a second started by mistake) once both streamed into one hidden resume file:
+    the second now fails at once with one line naming the first's pid, and reads or writes nothing; the lock goes
+    with the first run (a dead holder's flock is dropped by the kernel), so the next run proceeds."""
+    from codegrep.files import single_writer, writer_lock_path
+
+    (tmp_path / "t.jsonl").write_text(jl(GOOD, GOOD2))
+    (tmp_path / "r.jsonl").write_text(jl(_stale_row("o__n-1", ["z.py"], 0.0)))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    argv = [a.replace(T, str(tmp_path)) for a in ORACLE]
+    with single_writer(tmp_path / "r.jsonl", "evaluation"):  # the first run, holding its output
+        rc, out, err = codegrep(argv, tmp_path)
+        assert rc == 2 and out == "", (rc, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err, err
+        assert str(tmp_path / "r.jsonl") in lines[0] and f"another evaluation (pid {os.getpid()})" in lines[0], err
+        after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        assert after == {**before, writer_lock_path("r.jsonl").name: f"{os.getpid()}\n".encode()}, sorted(after)
+    assert not writer_lock_path(tmp_path / "r.jsonl").exists()
+    rc, out, err = codegrep(argv, tmp_path)
+    assert rc == 0 and _summary(out)["recomputed"] == 1 and _summary(out)["new"] == 1, (out, err)
+    assert not writer_lock_path(tmp_path / "r.jsonl").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["r.jsonl", "t.jsonl"]
+
+
 # ------------------------------------------------------------------------------------- the MCP server
 
 MCP_DEEP = [  # (line, expected error code): nested too deeply or too long; each answered, the server keeps serving

@@ -102,20 +102,26 @@ def growing_layer_class() -> type:
     transformers' ``DynamicLayer.update`` concatenates, so every decoding step allocates and copies the whole cache:
     on a batch of 16 rows x 2,000 positions that is ~1.5 GB per step for SmolLM2's 30 layers, and on 2 CPU cores the
     allocation (page faults) and copy, not the model, set the step time. This layer keeps a buffer with room for
-    ``room`` more positions (doubled when full) and hands attention a view of its filled part; values are the same
-    tensors' values, so outputs are unchanged. Rows leaving the batch are selected in the buffer; repeating or
-    cropping materialise the view first (plain ``DynamicLayer`` from then on).
+    ``room`` more positions (``room`` more again when full) and hands attention a view of its filled part; values are
+    the same tensors' values, so outputs are unchanged. Rows leaving the batch are selected in the buffer; repeating or
+    cropping materialise the view first (plain ``DynamicLayer`` from then on). ``filled`` adopts ``keys``/``values``
+    as the buffers themselves (their first ``filled`` positions hold states; no copy): :func:`generate_with_prefix_cache`
+    lays the batch's prefilled rows out in them directly.
     """
     import torch
     from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
-        def __init__(self, keys: Any, values: Any, room: int) -> None:
+        def __init__(self, keys: Any, values: Any, room: int, filled: int | None = None) -> None:
             super().__init__()
             self.device, self.is_initialized = keys.device, True
             self._k = self._v = None
-            self._n = 0
-            self._grow(keys, values, keys.shape[-2] + max(1, room))
+            self._n, self._room = 0, max(1, room)
+            if filled is None:
+                self._grow(keys, values, keys.shape[-2] + self._room)
+            else:
+                self._k, self._v, self._n = keys, values, filled
+                self.keys, self.values = keys[:, :, :filled], values[:, :, :filled]
 
         def _grow(self, keys: Any, values: Any, capacity: int) -> None:
             b, h, n, d = keys.shape
@@ -131,8 +137,8 @@ def growing_layer_class() -> type:
             if self._k is None:
                 return super().update(key_states, value_states, *args, **kwargs)
             n, add = self._n, key_states.shape[-2]
-            if n + add > self._k.shape[-2]:
-                self._grow(self.keys, self.values, 2 * (n + add))
+            if n + add > self._k.shape[-2]:  # room again, not double: a long prompt's buffer is most of the memory
+                self._grow(self.keys, self.values, n + add + self._room)
             self._k[:, :, n:n + add], self._v[:, :, n:n + add] = key_states, value_states
             self._n = n + add
             self.keys, self.values = self._k[:, :, :n + add], self._v[:, :, :n + add]
@@ -253,23 +259,31 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
     mask = torch.zeros_like(ids)
     for i, r in enumerate(rows):
         ids[i, width - len(r):], mask[i, width - len(r):] = r, 1
+    settings = decode_settings(model, generate_kwargs) if leave_batch else None
+    room = int(generate_kwargs.get("max_new_tokens") or 256) if settings is not None else 0
     cache = None
     if width > 1:
         layers = []
         for layer in range(len(next(s for s in states if s))):
             k0, v0 = next(s[layer] for s in states if s)
-            ks = torch.zeros((len(rows), k0.shape[1], width - 1, k0.shape[3]), dtype=k0.dtype, device=device)
-            vs = torch.zeros((len(rows), v0.shape[1], width - 1, v0.shape[3]), dtype=v0.dtype, device=device)
+            # the decoding buffer itself (room for the new tokens after the prompt): one copy of the batch's states
+            ks = torch.empty((len(rows), k0.shape[1], width - 1 + room, k0.shape[3]), dtype=k0.dtype, device=device)
+            vs = torch.empty((len(rows), v0.shape[1], width - 1 + room, v0.shape[3]), dtype=v0.dtype, device=device)
+            ks[:, :, :width - 1], vs[:, :, :width - 1] = 0, 0  # padding: masked, but finite
             for i, r in enumerate(rows):
                 if states[i]:  # left-padded like the ids; padded positions are masked
-                    ks[i, :, width - len(r):], vs[i, :, width - len(r):] = states[i][layer][0][0], states[i][layer][1][0]
+                    ks[i, :, width - len(r):width - 1] = states[i][layer][0][0]
+                    vs[i, :, width - len(r):width - 1] = states[i][layer][1][0]
             layers.append((ks, vs))
-        cache = DynamicCache(layers, config=model.config)
-    settings = decode_settings(model, generate_kwargs) if leave_batch else None
+        del states  # the rows' own states live on in the store (or were views of it)
+        if settings is None:
+            cache = DynamicCache(layers, config=model.config)
+        else:  # no torch.cat per decoding step (the states are the same), and no second copy of the batch
+            growing = growing_layer_class()
+            cache = DynamicCache(config=model.config)
+            cache.layers = [growing(ks, vs, room, filled=width - 1) for ks, vs in layers]
+        del layers
     if cache is not None and settings is not None:
-        growing = growing_layer_class()  # no torch.cat per decoding step (the states are the same)
-        room = int(generate_kwargs.get("max_new_tokens") or 256)
-        cache.layers = [growing(layer.keys, layer.values, room) for layer in cache.layers]
         settings["pad_token_id"] = pad_id if settings["pad_token_id"] is None else settings["pad_token_id"]
         return decode_rows(model, ids, mask, cache, store, rows, width, draft_tokens=draft_tokens, **settings), width
     with torch.inference_mode():

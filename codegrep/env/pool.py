@@ -26,40 +26,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from codegrep.data.gitcmd import git, resolve_commit
-from codegrep.files import tree_usage, write_atomic
+from codegrep.files import Flock as _Flock, tree_usage, write_atomic
 
 logger = logging.getLogger(__name__)
-
-
-class _Flock:
-    """An ``flock`` on a path that survives the unlink-and-recreate race (the inode is re-checked)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.fd = path, -1
-
-    def lock(self, mode: int) -> bool:
-        """Take ``mode`` (LOCK_SH/LOCK_EX, optionally | LOCK_NB); False when NB and busy."""
-        while True:
-            if self.fd < 0:
-                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(self.fd, mode)
-            except BlockingIOError:
-                return False
-            try:
-                if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
-                    return True
-            except FileNotFoundError:
-                pass
-            self.close()  # the file was unlinked (evicted) while we waited: lock the new one
-
-    def unlock(self) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # closing drops the flock
-            self.fd = -1
 
 
 class WorktreePool:

@@ -251,7 +251,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", help="only tasks of this split (train/eval)")
     p.add_argument("--workers", type=positive_int, default=1, help="tasks evaluated in parallel threads (default: 1); the agent instead runs "
                    "its profile's agent.batch_size tasks in lock step, one batched generate per turn")
-    p.add_argument("--out", required=True, help="results JSONL (resumed when it exists); the agent also saves each "
+    p.add_argument("--out", required=True, help="results JSONL (resumed when it exists; one run at a time: a second on the same OUT "
+                   "fails at once, naming the first's pid); the agent also saves each "
                    "episode's transcript in OUT's stem + '.episodes/' (e.g. res.episodes/<instance_id>.json)")
     p.set_defaults(func=_evaluate)
 

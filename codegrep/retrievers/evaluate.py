@@ -266,9 +266,20 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
     Resume: a row already in ``out_path`` is reused only when its ``fingerprint`` (the task row's content and
     the retriever's settings) is this run's; any other row of a requested task is recomputed. New rows stream
     to a hidden ``.<name>.partial`` sibling (a killed run's rows are reused from it next time) and ``out_path``
-    is replaced atomically when the run completes, so it is never half-written. ``resume``, when given, receives
+    is replaced atomically when the run completes, so it is never half-written; one run at a time writes it (a second
+    one fails at once, naming the first's pid: ``codegrep.files.single_writer``). ``resume``, when given, receives
     the counts ``reused`` / ``recomputed`` / ``new`` (also said on stderr when something was recomputed).
     """
+    from codegrep.files import single_writer
+
+    with single_writer(out_path, "evaluation"):  # a second run on this output fails at once, naming this one's pid
+        return _evaluate(tasks, resolver, retriever, Path(out_path), k, limit, workers, pool, progress, resume)
+
+
+def _evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_path: Path, k: int | None,
+              limit: int | None, workers: int, pool: Any, progress: bool, resume: dict[str, int] | None,
+              ) -> dict[str, float]:
+    """:func:`evaluate` while holding its output's writer lock."""
     import sys
 
     from tqdm.auto import tqdm
@@ -276,7 +287,6 @@ def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_pat
     from codegrep.files import atomic_write, write_errors
 
     tasks = list(tasks)[:limit] if limit else list(tasks)
-    out_path = Path(out_path)
     partial = partial_path(out_path)
     stored = read_rows(out_path)  # checks the whole file before anything is changed
     streamed = read_rows(partial)
