@@ -3,6 +3,7 @@ that never replace an input, and JSON with a depth limit. Errors are ``codegrep.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gzip
 import json
@@ -488,7 +489,12 @@ def single_writer(path: "str | os.PathLike", what: str = "run") -> Iterator[None
     except OSError as exc:
         lock.close()
         _remove_dirs(made)
-        raise _write_error(path, exc) from None
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not path.parent.is_dir():
+            raise _write_error(path, exc) from None
+        taken = None  # a folder this process may not write: no run of its can write there either
+    if taken is None:  # (one that only reuses stored rows still reads them; one that writes fails naming the file)
+        yield
+        return
     if not taken:
         try:
             pid = os.pread(lock.fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
@@ -506,4 +512,3 @@ def single_writer(path: "str | os.PathLike", what: str = "run") -> Iterator[None
             pass
         lock.close()
         _remove_dirs(made)  # only those still empty (a failed run's): one holding outputs stays
-

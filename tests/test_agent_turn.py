@@ -241,6 +241,39 @@ def test_the_ranked_line_weighs_issue_relevance_in_evaluation_rollouts_and_the_c
     assert plain[:2] != weighted[:2] and weighted[0] == "app/zzz.py"
 
 
+def test_relevance_is_computed_once_per_snapshot_and_text_across_environments(tmp_path, monkeypatch):
+    """Notebook 03's passes (warm start, GRPO policy, grep heuristic, training-task check) open a new environment for
+    each episode over the same snapshots: a (snapshot, text)'s relevance is computed once, not once a pass (the
+    snapshot's index is not built again); another text, or tools that read fewer files of it, are computed afresh."""
+    import subprocess
+
+    from codegrep.env.gitobjects import GitObjectEnvironment
+    from codegrep.env.tools import ToolConfig
+    from codegrep.retrievers import lexical
+
+    root = tmp_path / "repo"
+    commit_all(root, {"app/aaa.py": "x = helper()\n", "app/zzz.py": "y = helper()  # rounding of the totals\n"})
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    issue = "`helper` gives wrong rounding of the totals"
+    with GitObjectEnvironment(root, sha) as env:
+        first = lexical.environment_relevance(env, issue)
+    assert first["app/zzz.py"] > first["app/aaa.py"] > 0
+    built = []
+
+    def counted(env):
+        built.append(env)
+        return lexical.index_files([], {}.get, lexical.BM25Config())
+
+    monkeypatch.setattr(lexical, "environment_index", counted)
+    with GitObjectEnvironment(root, sha) as env:  # another environment, the same snapshot and text: no index built
+        assert lexical.environment_relevance(env, issue) == first and not built
+        lexical.environment_relevance(env, "another issue")
+        assert len(built) == 1
+    with GitObjectEnvironment(root, sha, ToolConfig(max_file_bytes=8)) as env:  # its tools read fewer files
+        lexical.environment_relevance(env, issue)
+        assert len(built) == 2
+
+
 def test_a_name_the_budget_cut_is_no_file_and_a_suffix_less_one_is(tmp_path):
     """The observation's budget cut a grep's output mid-line; the cut row's name (``pkg/zz.abcd`` of
     ``pkg/zz.abcdefgh``) was listed, so the copy constraint offered a submit of a file that does not exist. The cut

@@ -289,15 +289,32 @@ class BM25Retriever:
 ENVIRONMENT_INDEXES = 16
 """Indexes of tool environments' snapshots kept in memory (most recently used), for ``agent.rank_relevance``."""
 
+RELEVANCE_SCORES = 256
+""":func:`environment_relevance` results kept in memory per (snapshot, text), most recently used. An evaluation pass
+over the 86 visits more snapshots than ``ENVIRONMENT_INDEXES`` holds, and notebook 03 makes several passes with the
+same issue texts (warm start, GRPO policy, grep heuristic, training-task check): a hit skips building the snapshot's
+index again (0.8-1.2 s a sympy snapshot on 2 cores, ``docs/agent.md``). The scores are a pure function of the
+snapshot and the text, so a hit is exact; ~0.25 MB an entry."""
+
 _ENV_INDEXES: "OrderedDict[tuple, BM25Index]" = OrderedDict()
+_SCORES: "OrderedDict[tuple, dict[str, float]]" = OrderedDict()
 _ENV_LOCK = threading.Lock()
+
+
+def _snapshot(env: "object") -> tuple | None:
+    """What an environment's index depends on: its snapshot (``env.snapshot_id()``; None: not shared) and the size
+    above which its tools refuse to read a file (such a file is left out of the index)."""
+    key = env.snapshot_id()
+    if key is None:
+        return None
+    return key, getattr(getattr(env, "config", None), "max_file_bytes", None)
 
 
 def environment_index(env: "object") -> BM25Index:
     """The ``bm25`` retriever's default index (:class:`BM25Config`) of a tool environment's snapshot, built from
     the files its tools list and read (``env.file_contents``, :func:`index_files`), so checkout-free mode needs no
-    checkout. Kept per snapshot (``env.snapshot_id()``; None: not kept) for the episodes and rollouts sharing it."""
-    key = env.snapshot_id()
+    checkout. Kept per snapshot (:func:`_snapshot`) for the episodes and rollouts sharing it."""
+    key = _snapshot(env)
     if key is not None:
         with _ENV_LOCK:
             if key in _ENV_INDEXES:
@@ -318,12 +335,28 @@ def environment_relevance(env: "object", text: str) -> dict[str, float]:
     """BM25 score of each file of a tool environment's snapshot against ``text`` (:func:`environment_index`,
     the retriever's default mention and definition boosts): the prior ``agent.rank_relevance`` weighs the agent's
     ranked line by and ``retrievers.grep-heuristic.relevance_weight`` the heuristic's ranking. Files sharing no
-    token with ``text`` are absent. Not a tool the agent calls: the environment's side of the ranked line."""
+    token with ``text`` are absent. Not a tool the agent calls: the environment's side of the ranked line. Kept per
+    environment and per (snapshot, text) (``RELEVANCE_SCORES``); callers must not change the dict."""
     cached = getattr(env, "_codegrep_relevance", None)
     if cached is not None and cached[0] == text:
         return cached[1]
-    config = BM25Config()
-    index = environment_index(env)
-    scores = dict(index.search(text, len(index.files), config.mention_boost, config.definition_boost))
+    snapshot = _snapshot(env)
+    key = None if snapshot is None else \
+        (snapshot, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    scores = None
+    if key is not None:
+        with _ENV_LOCK:
+            scores = _SCORES.get(key)
+            if scores is not None:
+                _SCORES.move_to_end(key)
+    if scores is None:
+        config = BM25Config()
+        index = environment_index(env)
+        scores = dict(index.search(text, len(index.files), config.mention_boost, config.definition_boost))
+        if key is not None:
+            with _ENV_LOCK:
+                _SCORES[key] = scores
+                while len(_SCORES) > RELEVANCE_SCORES:
+                    _SCORES.popitem(last=False)
     env._codegrep_relevance = (text, scores)
     return scores
