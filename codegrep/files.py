@@ -464,7 +464,8 @@ def single_writer(path: "str | os.PathLike", what: str = "run") -> Iterator[None
     """Hold ``path``'s writer lock (:func:`writer_lock_path`, an exclusive ``flock``) for the block: a second ``what``
     on the same output, in another process or thread, fails at once with one line naming the holder's pid, before it
     reads or writes anything, instead of both streaming into one resume file. The lock file holds the holder's pid
-    and is removed when the block ends.
+    and is removed when the block ends. Where the folder may not be written (permission, read-only file system) no
+    lock is taken: the block runs as before (reading stored rows works; a write fails naming its file).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
