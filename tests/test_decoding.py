@@ -497,6 +497,63 @@ def test_the_decoding_buffer_is_adopted_without_a_copy_and_grows_by_its_room():
     assert copied._k.shape[-2] == 10 and copied.keys.data_ptr() != first.data_ptr() and torch.equal(copied.keys, first)
 
 
+def test_bf16_decoding_runs_a_bf16_copy_with_the_fp32_head_and_keeps_its_states_in_bf16():
+    """``decode_precision`` bf16: the rows decode through a bf16 copy of the fp32 model (made once per weights, its
+    output head the model's own fp32 weights, shared), every written token is that copy's greedy choice up to bf16
+    rounding, the stored states are bf16 (half the memory, reused so by the next turn), the model itself is left
+    untouched, and new weights (a trainer step) make a new copy."""
+    import torch
+
+    from codegrep.agent.prefix_cache import PrefixCache, generate_with_prefix_cache
+
+    model, rows = _tiny_lm().float(), _tiny_rows()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    store = PrefixCache(1 << 30)
+    kw = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
+    out, width = generate_with_prefix_cache(model, rows, store, 0, decode_precision="bf16", draft_tokens=3, **kw)
+    twin = store.decoder(model)
+    assert twin is not model and twin.model.embed_tokens.weight.dtype == torch.bfloat16
+    assert twin.get_output_embeddings().shared_weight.data_ptr() == model.lm_head.weight.data_ptr()
+    assert all(torch.equal(v, before[k]) and v.dtype == torch.float32 for k, v in model.state_dict().items())
+    assert store.entries and all(k.dtype == v.dtype == torch.bfloat16 for e in store.entries for k, v in e.kv)
+    for i, r in enumerate(rows):
+        written = out[i, width:].tolist()
+        written = written[:written.index(1) + 1] if 1 in written else written  # eos 1 ends a row
+        with torch.inference_mode():
+            logits = twin(input_ids=torch.cat([r, torch.tensor(written)])[None]).logits[0].float()
+        for t, token in enumerate(written):  # the copy's choice at each position (a near tie may round either way)
+            scores = logits[len(r) - 1 + t]
+            assert scores[token] >= scores.max() - 0.05 * scores.abs().max(), (i, t)
+    plain = PrefixCache(1 << 30)  # the default: the model itself decodes, states stay fp32
+    generate_with_prefix_cache(model, rows, plain, 0, **kw)
+    assert plain.entries and all(k.dtype == torch.float32 for e in plain.entries for k, _ in e.kv)
+    assert getattr(plain, "_decoder", None) is None
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight.add_(0.5)  # a trainer step
+    generate_with_prefix_cache(model, rows, store, 0, decode_precision="bf16", **kw)
+    assert store.decoder(model) is not twin
+    assert torch.equal(store.decoder(model).model.layers[0].mlp.up_proj.weight,
+                       model.model.layers[0].mlp.up_proj.weight.to(torch.bfloat16))
+
+
+def test_decode_precision_is_checked_and_recorded_only_when_not_fp32():
+    """A wrong ``agent.decode_precision`` fails naming the key, on any device; the episodes' ``policy`` record names
+    the decoding precision only when it is not fp32 (so the fp32 default keeps earlier rows' settings)."""
+    from codegrep.agent.policies import HFPolicy
+
+    model = _tiny_lm().float()
+    tok = _ToyTokenizer()
+    with pytest.raises(ValueError, match="agent.decode_precision 'bf61'"):
+        HFPolicy(model, tok, device="cpu", decode_precision="bf61")
+    assert "decode_precision" not in HFPolicy(model, tok, device="cpu").describe()
+    assert HFPolicy(model, tok, device="cpu", decode_precision="bf16").describe()["decode_precision"] == "bf16"
+    assert HFPolicy(model, tok, device="cpu", decode_precision="bf16", prefix_cache_mb=0).decode_precision == "fp32"
+
+
+class _ToyTokenizer:
+    pad_token_id, eos_token_id = 0, 1
+
+
 def test_drafted_sampling_keeps_the_models_distribution():
     """Speculative sampling: the first two tokens' marginals over 2,000 seeded samples match the model's exact
     distributions (total variation below 0.08; a sampler that kept every draft would put all mass on it), and a
@@ -585,13 +642,10 @@ def test_policy_threads_hold_while_it_generates_and_never_leak_into_the_process(
         torch.set_num_threads(before)
 
 
-def test_bench_decode_batch_sizes_runs_the_profiles_path_at_each_size(tmp_path, monkeypatch):
-    """``codegrep bench decode --batch-sizes``: one arm per size, smallest first, on the same real train tasks; each
-    generate call holds at most that many histories (a bench that ignored the size would fail here); each arm records
-    its peak resident memory, and every arm's episodes are compared with the first arm's."""
-    from codegrep.agent.decode_bench import bench_decode
+def _bench_setup(tmp_path, monkeypatch):
+    """SmolLM2 (skipped where it is not installed) and the ci profile cut to one short turn, with its pool and blob
+    store under ``tmp_path``: what the ``bench decode`` tests run."""
     from codegrep.agent.models import resolve_model
-    from codegrep.agent.policies import HFPolicy
     from codegrep.config import load_profile
 
     try:
@@ -602,6 +656,17 @@ def test_bench_decode_batch_sizes_runs_the_profiles_path_at_each_size(tmp_path, 
     cfg = load_profile("ci")
     cfg["agent"] = {**cfg["agent"], "max_turns": 1, "max_new_tokens": 16, "cpu_threads": 1}
     cfg["env"] = {**cfg["env"], "pool_root": str(tmp_path / "pool"), "store_root": str(tmp_path / "blobs")}
+    return path, cfg
+
+
+def test_bench_decode_batch_sizes_runs_the_profiles_path_at_each_size(tmp_path, monkeypatch):
+    """``codegrep bench decode --batch-sizes``: one arm per size, smallest first, on the same real train tasks; each
+    generate call holds at most that many histories (a bench that ignored the size would fail here); each arm records
+    its peak resident memory, and every arm's episodes are compared with the first arm's."""
+    from codegrep.agent.decode_bench import bench_decode
+    from codegrep.agent.policies import HFPolicy
+
+    path, cfg = _bench_setup(tmp_path, monkeypatch)
     chunks: dict[int, list[int]] = {}
     real = HFPolicy._generate_chunk
 
@@ -618,3 +683,22 @@ def test_bench_decode_batch_sizes_runs_the_profiles_path_at_each_size(tmp_path, 
     assert doc["identical_episodes_share_batches"]["batch_1"] == 1.0
     assert 0 <= doc["identical_episodes_share_batches"]["batch_2"] <= 1 and doc["fastest"] in doc["arms"]
     assert "speedup" not in doc  # no baseline arm in this mode
+
+
+def test_bench_decode_precisions_compares_the_profiles_path_in_each_precision(tmp_path, monkeypatch):
+    """``codegrep bench decode --decode-precisions fp32 bf16``: one arm per precision in the order given, each decoding
+    as it says (the bf16 arm through the prefix store's bf16 copy), each starting from emptied snapshot caches (a later
+    arm must not reuse the first's relevance indexes), episodes and time compared with the first arm's."""
+    from codegrep.agent import decode_bench
+    from codegrep.agent.prefix_cache import PrefixCache
+
+    path, cfg = _bench_setup(tmp_path, monkeypatch)
+    emptied, copies = [], []
+    real_forget, real_decoder = decode_bench._forget_snapshot_caches, PrefixCache.decoder
+    monkeypatch.setattr(decode_bench, "_forget_snapshot_caches", lambda: (emptied.append(1), real_forget()))
+    monkeypatch.setattr(PrefixCache, "decoder", lambda self, model: copies.append(1) or real_decoder(self, model))
+    doc = decode_bench.bench_decode(cfg, str(path), n=2, decode_precisions=["fp32", "bf16"])
+    assert list(doc["arms"]) == ["decode_fp32", "decode_bf16"] and len(emptied) == 2
+    assert [arm["decode_precision"] for arm in doc["arms"].values()] == ["fp32", "bf16"] and copies
+    assert doc["identical_episodes_share_precisions"]["decode_fp32"] == 1.0
+    assert doc["speedup_precisions"]["decode_fp32"] == 1.0 and doc["speedup_precisions"]["decode_bf16"] > 0

@@ -481,8 +481,7 @@ def test_cached_tree_listings_are_bounded_by_files_not_only_by_commits(tmp_path,
             (work / f"pkg{i}/m{j}.py").parent.mkdir(parents=True, exist_ok=True)
             (work / f"pkg{i}/m{j}.py").write_text(f"X = {i}\n")
         shas.append(commit_all(work))  # 10, 20, 30, 40 files
-    monkeypatch.setattr(gitobjects, "_TREES", gitobjects.OrderedDict())
-    monkeypatch.setattr(gitobjects, "_TREES_MAX_FILES", 60, raising=False)
+    monkeypatch.setattr(gitobjects, "_TREES", gitobjects.tree_cache(max_files=60))
     store = tmp_path / "blobs"
     answers = []
     for sha in shas:

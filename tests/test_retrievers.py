@@ -10,6 +10,7 @@ import pytest
 
 from codegrep.data.tasks import Task
 from codegrep.env.tools import ToolCall
+from codegrep.lru import LRU
 from conftest import commit_all
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.evaluate import MACRO_KEYS, acc_curve, evaluate, read_rows
@@ -498,11 +499,11 @@ def test_bm25_index_with_content_cache_equals_a_cold_build(tmp_path, monkeypatch
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
     config = lexical.BM25Config()
-    monkeypatch.setattr(lexical, "_CONTENT", lexical.OrderedDict())
+    monkeypatch.setattr(lexical, "_CONTENT", LRU(lexical.CONTENT_CACHE_FILES))
     lexical.build_index(first, config)
     warm = lexical.build_index(second, config)
     assert len(lexical._CONTENT) == len([f for f in FILES if f.endswith(".py")]) + 2
-    monkeypatch.setattr(lexical, "_CONTENT", lexical.OrderedDict())
+    monkeypatch.setattr(lexical, "_CONTENT", LRU(lexical.CONTENT_CACHE_FILES))
     cold = lexical.build_index(second, config)
     assert warm.files == cold.files and warm.weights == cold.weights and warm.defs == cold.defs
     for key in ("data", "indices", "indptr"):

@@ -113,6 +113,24 @@ def test_cli_evaluate_prints_macro_metrics_last(cache, tiny_repo, tmp_path, caps
     assert main(argv) == 2 and "holds results of retriever" in capsys.readouterr().err
 
 
+def test_cli_evaluate_checks_out_in_the_profiles_worktree_pool(cache, tiny_repo, tmp_path, capsys):
+    """``codegrep evaluate --profile P`` checks tasks out in P's pool (``env.pool_root``, ``max_worktrees``), as the
+    notebooks do; it once used the class defaults (32 under the cache), so a pass over more commits evicted and
+    re-made worktrees, and a pool_root set for disk space was ignored."""
+    from codegrep.config import cache_dir
+
+    repos, commit = tiny_repo
+    tasks_path = tmp_path / "tasks.jsonl"
+    tasks_path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tiny_tasks(commit)))
+    root = tmp_path / "my_pool"
+    (tmp_path / "p.yaml").write_text(f"env: {{pool_root: {root}, max_worktrees: 4}}\n")
+    assert main(["evaluate", "--tasks", str(tasks_path), "--repos", str(repos), "--retriever", "bm25",
+                 "--out", str(tmp_path / "res.jsonl"), "--profile", str(tmp_path / "p.yaml")]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["n"] == 3
+    assert len(list(root.glob("*.ready"))) == 1  # the three tasks share one commit
+    assert not list((cache_dir() / "worktrees").glob("*.ready"))
+
+
 def test_cli_evaluate_of_the_agent_saves_each_episode_beside_the_results(cache, tiny_repo, tmp_path, capsys,
                                                                         monkeypatch):
     """``codegrep evaluate --retriever agent`` wrote ``episode_path: null``: what the agent searched, saw and

@@ -12,7 +12,10 @@ turn function, greedy, ``agent.batch_size`` episodes per batch, one after the ot
 * ``fast``: the profile's path: ``rows_leave`` plus the profile's ``agent.draft_tokens`` prompt-lookup drafts per
   step (speculative decoding; the arm is left out when the profile drafts nothing).
 
-Both use the prefix cache and the profile's prefill precision. Printed: seconds per arm and per instance, the
+Both use the prefix cache and the profile's prefill precision. Before each arm the process's caches of snapshot work
+(relevance indexes and scores, per-file analyses, tree listings) are emptied, so a later arm does not reuse the
+first's (the relevance-score cache, added for notebook 03's passes, would otherwise hand the second arm ~1.5 s a
+sympy snapshot). Printed: seconds per arm and per instance, the
 speedups (``speedup`` fast against baseline, ``draft_speedup`` fast against rows_leave), generated tokens, tokens
 written per row-step, P@1 of each arm (a check that speed did not change what the agent does: the stop drops only
 text the turn function never reads; a smaller batch or a several-token step can round floats differently) and the
@@ -25,6 +28,11 @@ before its ``exec`` would count the parent's pages twice). The process holds the
 earlier arms left resident, so the smallest batch's peak is its own and a larger batch's is at least its own need.
 ``identical_episodes_share_batches`` compares each arm's turns with the first arm's (a padded batch of another size
 can round a greedy choice differently).
+
+With ``decode_precisions`` (``--decode-precisions fp32 bf16``) the arms are the profile's path (``fast``) decoding in
+each precision (``agent.decode_precision``; each with a prefix cache of its own), in the order given: ``decode_<p>``
+with seconds and ``peak_rss_mb``; ``identical_episodes_share_precisions`` compares each arm's turns with the first
+arm's and ``speedup_precisions`` its time with the first's.
 
 With ``processes`` (``--processes 2``, :func:`bench_processes`) the arms are one whole evaluation through
 ``codegrep.rl.policy_rows.agent_rows`` (notebook 03's path) in one process at the profile's ``agent.cpu_threads``,
@@ -42,9 +50,9 @@ from typing import Any
 
 
 def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
-                 batch_sizes: list[int] | None = None) -> dict[str, Any]:
+                 batch_sizes: list[int] | None = None, decode_precisions: list[str] | None = None) -> dict[str, Any]:
     """The JSON object ``codegrep bench decode`` prints (module docstring); ``batch_sizes`` compares the profile's
-    path at those batch sizes instead of against the baseline."""
+    path at those batch sizes, ``decode_precisions`` in those decoding precisions, instead of against the baseline."""
     from codegrep.agent.loop import run_episodes
     from codegrep.agent.policies import HFPolicy, make_policy
     from codegrep.agent.precision import cpu_features
@@ -68,6 +76,15 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
     by_length = sorted(tasks, key=lambda t: len(visible_issue(t.problem_statement, config)))
     if batch_sizes:
         arms = {f"batch_{b}": (_at_batch_size(fast, b), by_length) for b in sorted(set(batch_sizes))}
+    elif decode_precisions:
+        from codegrep.agent.precision import resolve_precision
+
+        arms = {}
+        for setting in dict.fromkeys(decode_precisions):
+            arm = _at_batch_size(fast, size)
+            arm.decode_precision = resolve_precision(setting, name="--decode-precisions") \
+                if fast.device == "cpu" and fast.prefix_cache is not None else "fp32"
+            arms[f"decode_{setting}"] = (arm, by_length)
     else:
         base = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
                         batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
@@ -85,6 +102,7 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
     turns: dict[str, dict[str, list[str]]] = {}
     gold = {t.instance_id: set(t.gold_files) for t in tasks}
     for name, (policy, order) in arms.items():
+        _forget_snapshot_caches()  # each arm builds what it uses: a later arm would otherwise reuse the first's work
         started, episodes, rss = time.perf_counter(), [], RssSampler(0.1, children=False)
         rss.start()
         for i in range(0, len(order), policy.batch_size):
@@ -100,7 +118,8 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
         out["arms"][name] = {"seconds": round(seconds, 1), "s_per_instance": round(seconds / len(order), 2),
                              "generated_tokens": sum(t.completion_tokens for ep in episodes for t in ep.turns),
                              "p_at_1": round(sum(hits) / len(hits), 3), "draft_tokens": policy.draft_tokens,
-                             "batch_size": policy.batch_size, "peak_rss_mb": rss.stop()}
+                             "batch_size": policy.batch_size, "peak_rss_mb": rss.stop(),
+                             "decode_precision": getattr(policy, "decode_precision", "fp32")}
         stats = policy.prefix_cache.stats if policy.prefix_cache else {}
         if stats.get("row_steps"):
             out["arms"][name]["tokens_per_row_step"] = round(stats["written_tokens"] / stats["row_steps"], 2)
@@ -109,10 +128,14 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
         same = [turns[x][i] == turns[y][i] for i in turns[x]]
         return round(sum(same) / len(same), 3)
 
-    if batch_sizes:
+    if batch_sizes or decode_precisions:
         first = next(iter(arms))
-        out["identical_episodes_share_batches"] = {name: share(first, name) for name in arms}
+        kind = "batches" if batch_sizes else "precisions"
+        out[f"identical_episodes_share_{kind}"] = {name: share(first, name) for name in arms}
         out["fastest"] = min(out["arms"], key=lambda name: out["arms"][name]["seconds"])
+        if decode_precisions:
+            out["speedup_precisions"] = {name: round(out["arms"][first]["seconds"] / max(arm["seconds"], 1e-9), 2)
+                                         for name, arm in out["arms"].items()}
     else:
         a, b = out["arms"]["baseline"], out["arms"]["fast"]
         out["speedup"] = round(a["seconds"] / max(b["seconds"], 1e-9), 2)
@@ -125,6 +148,18 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
 
     out["cpu"] = cpu_features()
     return {**out, **provenance()}
+
+
+def _forget_snapshot_caches() -> None:
+    """Empty the process's caches of snapshot work (relevance indexes and scores, per-file analyses, tree listings),
+    so every arm pays the same environment-side costs."""
+    from codegrep.env.gitobjects import forget_trees
+    from codegrep.retrievers import lexical
+
+    lexical.clear_content_cache()
+    lexical._ENV_INDEXES.clear()
+    lexical._SCORES.clear()
+    forget_trees()
 
 
 def _at_batch_size(policy: Any, size: int) -> Any:

@@ -41,7 +41,7 @@ class HFPolicy:
                  prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0,
                  leave_batch: bool = True, distinct_greps: bool = False,
                  copy_greps: bool = False, min_greps: int = 0, draft_tokens: int = 0,
-                 argument_keys: bool = False, submit_ranked: bool = False) -> None:
+                 argument_keys: bool = False, submit_ranked: bool = False, decode_precision: str = "fp32") -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -84,6 +84,11 @@ class HFPolicy:
 
         self.cpu_precision = resolve_precision(cpu_precision) if self.device == "cpu" else "fp32"
         """Prefill arithmetic actually used (bf16 only with the prefix cache, on CPU)."""
+        decode = resolve_precision(decode_precision, name="agent.decode_precision")  # a bad value fails anywhere
+        self.decode_precision = decode if self.device == "cpu" and self.prefix_cache is not None \
+            and self.leave_batch else "fp32"
+        """Decoding arithmetic actually used (``agent.decode_precision``; bf16 only on the prefix cache's own decoding
+        loop, on CPU: ``prefix_cache.generate_with_prefix_cache``)."""
 
     def describe(self) -> dict[str, Any]:
         import torch
@@ -93,6 +98,7 @@ class HFPolicy:
                 "batch_size": self.batch_size, "cpu_threads": self.cpu_threads or torch.get_num_threads(),
                 "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
                 "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32",
+                **({"decode_precision": self.decode_precision} if self.decode_precision != "fp32" else {}),
                 "draft_tokens": self.draft_tokens if self.prefix_cache and self.leave_batch else 0,
                 **dataclasses.asdict(self.controls)}
 
@@ -123,7 +129,7 @@ class HFPolicy:
             ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
                                                     prefill_precision=self.cpu_precision,
                                                     leave_batch=self.leave_batch, draft_tokens=self.draft_tokens,
-                                                    **kwargs)
+                                                    decode_precision=self.decode_precision, **kwargs)
             lengths = [len(r) for r in rows]
         else:
             side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"  # decoder-only: pad on the left
@@ -263,7 +269,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
 
     Keys: ``policy`` (hf | openai | scripted; a set ``endpoint`` means openai), ``model``,
     ``endpoint``, ``api_key_env``, ``max_new_tokens``, ``temperature``, ``top_p``, ``device``, ``batch_size``,
-    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``stop_early``, ``distinct_greps``,
+    ``cpu_threads``, ``prefix_cache_mb``, ``cpu_precision`` (of the prefill), ``decode_precision``, ``stop_early``, ``distinct_greps``,
     ``copy_greps``, ``min_greps``, ``argument_keys``, ``submit_ranked``, ``draft_tokens``, ``outputs`` (scripted).
 
     >>> make_policy({"policy": "scripted", "outputs": ["x"]}).describe()
@@ -294,6 +300,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
                     prefix_cache_mb=int(spec["prefix_cache_mb"]) if spec.get("prefix_cache_mb") is not None
                     else PolicyConfig.prefix_cache_mb,
                     cpu_precision=spec.get("cpu_precision") or "fp32",
+                    decode_precision=spec.get("decode_precision") or "fp32",
                     stop_after_calls=controls.stop_after_calls, distinct_greps=controls.distinct_greps,
                     copy_greps=controls.copy_greps, min_greps=controls.min_greps,
                     argument_keys=controls.argument_keys, submit_ranked=controls.submit_ranked,

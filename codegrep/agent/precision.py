@@ -68,8 +68,9 @@ def native_bf16(flags: set[str]) -> bool:
     return any(f in flags for f in NATIVE_BF16_FLAGS)
 
 
-def resolve_precision(setting: str, flags: set[str] | None = None) -> str:
-    """The precision a ``cpu_precision`` setting gives on a CPU with ``flags`` (default: this one's).
+def resolve_precision(setting: str, flags: set[str] | None = None, name: str = "cpu_precision") -> str:
+    """The precision a ``cpu_precision`` (or ``decode_precision``: ``name``, said in the error) setting gives on a CPU
+    with ``flags`` (default: this one's).
 
     >>> resolve_precision("auto", {"avx512_bf16"}), resolve_precision("auto", {"avx2"})
     ('bf16', 'fp32')
@@ -77,7 +78,7 @@ def resolve_precision(setting: str, flags: set[str] | None = None) -> str:
     ('fp32', 'bf16')
     """
     if setting not in PRECISIONS:
-        raise ValueError(f"cpu_precision {setting!r}: expected one of {PRECISIONS}")
+        raise ValueError(f"{name} {setting!r}: expected one of {PRECISIONS}")
     if setting != "auto":
         return setting
     return "bf16" if native_bf16(cpu_flags() if flags is None else flags) else "fp32"
@@ -103,8 +104,9 @@ def precision_record(setting: str) -> dict[str, Any]:
 def autocast(precision: str, device: str = "cpu") -> Iterator[None]:
     """bf16 autocast for ``precision == "bf16"``, nothing for fp32.
 
-    One context around a whole ``generate`` also makes autocast cast each weight once per call (its cache of
-    casts of leaf parameters lives until the outermost context exits), not once per decoded token.
+    One context around several forwards also makes autocast cast each weight once for all of them (its cache of
+    casts of leaf parameters lives until the outermost context exits), but only outside ``torch.inference_mode``,
+    where the cache is off (``torch.no_grad`` keeps it: ``prefix_cache._prefill``).
     """
     import torch
 

@@ -77,6 +77,24 @@ class PrefixCache:
 
     def clear(self) -> None:
         self.entries.clear()
+        self._decoder = None
+
+    def decoder(self, model: Any) -> Any:
+        """A bf16 copy of ``model`` for decoding (:func:`generate_with_prefix_cache`'s ``decode_precision`` bf16), made
+        once per weights: :meth:`check_weights` and :meth:`clear` (a trainer step) drop it. Its output head reads the
+        fp32 weights of ``model`` itself (shared, not copied) on the fp32 upcast of the last hidden state, so greedy
+        choices compare fp32 logits; everything else (weights, activations, key/value states) is bf16."""
+        import copy
+
+        import torch
+
+        if getattr(self, "_decoder", None) is None:
+            twin = copy.deepcopy(model).to(torch.bfloat16).eval()
+            head = model.get_output_embeddings()
+            if head is not None and getattr(head, "bias", None) is None:
+                twin.set_output_embeddings(_fp32_head(head.weight))
+            self._decoder = twin
+        return self._decoder
 
     def check_weights(self, model: Any) -> None:
         """Empties the cache when the model's weights changed since the last call (a trainer step).
@@ -94,6 +112,22 @@ class PrefixCache:
         if stamp != getattr(self, "_stamp", None):
             self.clear()
             self._stamp = stamp
+
+
+def _fp32_head(weight: Any) -> Any:
+    """A bias-free output head over shared fp32 ``weight``, on the fp32 upcast of its input (:meth:`PrefixCache.
+    decoder`). The weight is not registered (a plain attribute), so the twin's ``to()`` leaves it alone."""
+    import torch
+
+    class Fp32Head(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            object.__setattr__(self, "shared_weight", weight)
+
+        def forward(self, hidden: Any) -> Any:
+            return torch.nn.functional.linear(hidden.float(), self.shared_weight)
+
+    return Fp32Head()
 
 
 def growing_layer_class() -> type:
@@ -208,11 +242,13 @@ def _cache_keyword(model_class: type) -> str:
     return "cache" if "cache" in inspect.signature(LlamaModel.forward).parameters else "past_key_values"
 
 
-def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32") -> list[tuple[Any, Any]]:
+def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32",
+             kv_dtype: Any = None) -> list[tuple[Any, Any]]:
     """Key/value states of ``ids[:-1]`` (the last token is fed by ``generate``), reusing the store.
 
     ``precision`` bf16 runs the forward under bf16 autocast (compute-bound on long prompts, where native bf16
-    matmuls pay); the states are stored in the model's dtype, so decoding and reuse see one dtype."""
+    matmuls pay); the states are stored in ``kv_dtype`` (default: the model's dtype; the decoding's dtype), so
+    decoding and reuse see one dtype."""
     import torch
     from transformers import DynamicCache
 
@@ -228,9 +264,11 @@ def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32") 
     todo = ids[n:len(ids) - 1]
     if not len(todo):
         return [(layer.keys, layer.values) for layer in cache.layers] if n else []
-    with torch.inference_mode(), autocast(precision, model.device.type):
+    # no_grad, not inference_mode: under inference_mode autocast casts every weight again on every forward (its cache
+    # of casts is off there), which was half of a 300-token bf16 prefill on 2 cores
+    with torch.no_grad(), autocast(precision, model.device.type):
         model(input_ids=todo[None], **{cache_keyword(model): cache}, use_cache=True, logits_to_keep=1)
-    dtype = model.dtype
+    dtype = model.dtype if kv_dtype is None else kv_dtype
     kv = [(layer.keys.to(dtype), layer.values.to(dtype)) for layer in cache.layers]
     store.add(Entry(ids=ids[:len(ids) - 1].clone(), kv=kv))  # later rows of this batch share the system prompt
     return kv
@@ -238,14 +276,18 @@ def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32") 
 
 def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, pad_id: int,
                                prefill_precision: str = "fp32", leave_batch: bool = True, draft_tokens: int = 0,
-                               **generate_kwargs: Any) -> tuple[Any, int]:
+                               decode_precision: str = "fp32", **generate_kwargs: Any) -> tuple[Any, int]:
     """Generate for ``rows`` (1-D id tensors); returns (left-padded output ids, prompt width).
 
     Rows are prefilled one by one against ``store``, then decoded together; each finished sequence is added
     to ``store`` (its fed tokens and states), so the next turn of the same episode prefills only what is new.
     ``leave_batch`` False decodes through ``model.generate`` with transformers' own cache layers (the path before
     :func:`decode_rows`; ``codegrep bench decode``'s baseline). ``draft_tokens``: :func:`decode_rows`' speculative
-    drafts per step (0 = off; not on the ``generate`` path).
+    drafts per step (0 = off; not on the ``generate`` path). ``decode_precision`` bf16 decodes an fp32 model through
+    its bf16 copy (:meth:`PrefixCache.decoder`: weights, activations and key/value states in bf16, logits in fp32;
+    :func:`decode_rows` only): a decoding step reads every weight and cached state once, so on 2 CPU cores it is
+    bound by memory traffic, which bf16 halves. The states are then kept (and reused by the next turn's prefill) in
+    bf16. fp32 (the default) decodes with ``model`` itself.
     """
     import torch
     from transformers import DynamicCache
@@ -253,13 +295,18 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
     device = model.device
     store.check_weights(model)
     rows = [r.to(device) for r in rows]
-    states = [_prefill(model, r, store, prefill_precision) for r in rows]
+    settings = decode_settings(model, generate_kwargs) if leave_batch else None
+    decoder = store.decoder(model) if decode_precision == "bf16" and settings is not None \
+        and model.dtype == torch.float32 else model
+    from codegrep.agent.precision import autocast
+
+    with autocast(prefill_precision, device.type):  # one context: each weight cast to bf16 once for all the rows
+        states = [_prefill(model, r, store, prefill_precision, decoder.dtype) for r in rows]
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids)
     for i, r in enumerate(rows):
         ids[i, width - len(r):], mask[i, width - len(r):] = r, 1
-    settings = decode_settings(model, generate_kwargs) if leave_batch else None
     room = int(generate_kwargs.get("max_new_tokens") or 256) if settings is not None else 0
     cache = None
     if width > 1:
@@ -285,7 +332,7 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
         del layers
     if cache is not None and settings is not None:
         settings["pad_token_id"] = pad_id if settings["pad_token_id"] is None else settings["pad_token_id"]
-        return decode_rows(model, ids, mask, cache, store, rows, width, draft_tokens=draft_tokens, **settings), width
+        return decode_rows(decoder, ids, mask, cache, store, rows, width, draft_tokens=draft_tokens, **settings), width
     with torch.inference_mode():
         out = model.generate(input_ids=ids, attention_mask=mask, **{cache_keyword(model): cache}, **generate_kwargs)
     if cache is None:

@@ -125,8 +125,16 @@ class PolicyConfig:
     """hf: memory for reusing earlier turns' key/value states, so each history token is prefilled once (0 = off)."""
     cpu_precision: str | None = "fp32"
     """hf on CPU: arithmetic of the prompt PREFILL (auto | fp32 | bf16; auto = bf16 autocast where the CPU has native
-    bf16, as in training, ``codegrep.agent.precision``). Decoding stays fp32 (bf16 decode measured slower); the
-    prefilled key/value states are kept in fp32. Recorded in each episode's ``policy``."""
+    bf16, as in training, ``codegrep.agent.precision``). Decoding follows ``decode_precision``; the prefilled
+    key/value states are kept in the decoding's dtype. Recorded in each episode's ``policy``."""
+    decode_precision: str | None = "fp32"
+    """hf on CPU and GRPO's rollouts: arithmetic of DECODING (fp32 | auto | bf16; auto = bf16 where the CPU has
+    native bf16). bf16 decodes through a bf16 copy of the model whose output head stays fp32
+    (``prefix_cache.PrefixCache.decoder``); key/value states are then kept in bf16. A decoding step of the 135M model
+    on 2 cores is bound by reading its weights and cached states, which bf16 halves (``codegrep bench decode
+    --decode-precisions fp32 bf16`` measures time and how many episodes stay the same: bf16 rounds differently, so a
+    greedy choice at a near tie can change). On CPUs without native bf16 it is emulated and slower (the earlier AMD
+    measurement: 289 ms fp32 against 545 ms bf16 a step). Recorded in each episode's ``policy`` when not fp32."""
     stop_early: bool = True
     """hf and GRPO rollouts: a row stops generating once it has closed a submit call or ``max_calls_per_turn``
     calls (what ``apply_turn`` can still use; ``codegrep.agent.stopping``), so one long row no longer holds its

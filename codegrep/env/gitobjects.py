@@ -11,7 +11,6 @@ from __future__ import annotations
 import posixpath
 import subprocess
 import threading
-from collections import OrderedDict
 from pathlib import Path
 
 from codegrep.env import textops
@@ -21,24 +20,30 @@ from codegrep.env.config import ToolConfig
 from codegrep.env.contract import ToolError
 from codegrep.data.gitcmd import cat_file_batch, git, resolve_commit
 from codegrep.env.sandbox import SandboxError
+from codegrep.lru import LRU
 
 _LINK = "120000"
 _GITLINK = "160000"  # a submodule: an empty directory in a checkout
-_TREES: "OrderedDict[tuple[str, str], tuple[dict[str, tuple[str, str, int]], Listing]]" = OrderedDict()
-_TREES_LOCK = threading.Lock()
 _TREES_MAX = 64
 _TREES_MAX_FILES = 1_000_000
 """The cache also keeps at most this many files in all (about 0.6 KB of memory each): 64 commits of a
 6,861-file repository take 250 MB, of a 50,000-file one 1.8 GB; past this it keeps fewer (at least one)."""
 
 
+def tree_cache(max_commits: int = _TREES_MAX, max_files: int = _TREES_MAX_FILES) -> LRU:
+    """The per-process cache of :func:`_tree` results: ``(git_dir, sha) -> (entries, listing)``."""
+    return LRU(max_commits, weight=lambda value: len(value[0]), max_weight=max_files)
+
+
+_TREES = tree_cache()
+
+
 def _tree(git_dir: Path, sha: str, store: BlobStore) -> tuple[dict[str, tuple[str, str, int]], Listing]:
     """``path -> (mode, blob sha, size)`` of every blob of ``sha`` and the listing (cached, LRU)."""
     key = (str(git_dir), sha)
-    with _TREES_LOCK:
-        if key in _TREES:
-            _TREES.move_to_end(key)
-            return _TREES[key]
+    hit = _TREES.get(key)
+    if hit is not None:
+        return hit
     entries: dict[str, tuple[str, str, int]] = {}
     for record in git(git_dir, "ls-tree", "-r", "-z", "-l", "--full-tree", sha).split(b"\0"):
         if record:
@@ -50,18 +55,13 @@ def _tree(git_dir: Path, sha: str, store: BlobStore) -> tuple[dict[str, tuple[st
                 entries[textops.display_path(raw)] = (mode, blob, 0)
     files = [p for p, (mode, _, _) in entries.items() if mode not in (_LINK, _GITLINK)]
     listing = Listing({p: store.relpath(entries[p][1]) for p in files}, {p: entries[p][2] for p in files})
-    with _TREES_LOCK:
-        _TREES[key] = (entries, listing)
-        while len(_TREES) > 1 and (len(_TREES) > _TREES_MAX
-                                   or sum(len(e) for e, _ in _TREES.values()) > _TREES_MAX_FILES):
-            _TREES.popitem(last=False)
+    _TREES.put(key, (entries, listing))
     return entries, listing
 
 
 def forget_trees() -> None:
     """Drop the cached tree listings (the benchmark measures cold acquisitions with this)."""
-    with _TREES_LOCK:
-        _TREES.clear()
+    _TREES.clear()
 
 
 class GitObjectEnvironment(ToolEnvironmentBase):

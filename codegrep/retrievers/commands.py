@@ -113,7 +113,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     if k is None and getattr(retriever, "fixed_size", False):
         k = (cfg.get("retrievers") or {}).get("k")  # the profile's set size, as profile_evaluation uses
     resume: dict[str, int] = {}
-    metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=k, workers=args.workers, resume=resume)
+    # the profile's worktree pool (env.pool_root, max_worktrees, max_disk_gb), as notebooks 03-06 use it: the class
+    # defaults (32 worktrees under the cache) evicted and re-made worktrees on every pass over the 86 commits
+    pool = None
+    if getattr(retriever, "needs_checkout", True):
+        from codegrep.env.pool import default_pool
+
+        pool = default_pool(cfg.get("env"))
+    metrics = evaluate(tasks, resolver, retriever, Path(args.out), k=k, workers=args.workers, pool=pool,
+                       resume=resume)
     print(json_text({**metrics, "retriever": args.retriever, "k": k, **resume}))
     return 0
 

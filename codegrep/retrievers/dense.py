@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codegrep.data.tasks import Task
+from codegrep.lru import LRU
 from codegrep.files import atomic_write, write_atomic
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
@@ -57,6 +58,10 @@ class DenseConfig:
     """Folder names (any depth) whose files are not embedded."""
     test_weight: float = 0.5
     """Multiplier of a test file's (positive) similarity."""
+    memory_indexes: int = 8
+    """Snapshots' embeddings kept loaded in memory (most recently used; the rest are read again from the disk cache).
+    A sympy snapshot's chunk embeddings are ~8 MB with MiniLM at 4 chunks a file, several times that with a larger
+    model; an evaluation over hundreds of commits kept every one before."""
 
 
 def resolve_model(name: str) -> str:
@@ -128,7 +133,7 @@ class DenseRetriever:
 
     def __init__(self, config: DenseConfig | None = None):
         self.config = config or DenseConfig()
-        self._loaded: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
+        self._loaded: LRU[str, tuple[list[str], np.ndarray, np.ndarray]] = LRU(self.config.memory_indexes)
         self._lock = threading.Lock()
 
     def cache_key(self, task: Task, checkout: Path) -> str:
@@ -162,7 +167,8 @@ class DenseRetriever:
     def index_for(self, task: Task, checkout: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
         key = self.cache_key(task, checkout)
         with self._lock:
-            if key not in self._loaded:
+            loaded = self._loaded.get(key)
+            if loaded is None:
                 path = index_dir("dense", key)
                 cached = None
                 if (path / "files.json").is_file():
@@ -177,7 +183,7 @@ class DenseRetriever:
                               "rebuilding it", file=sys.stderr)
                         (path / "files.json").unlink(missing_ok=True)
                 if cached is not None:
-                    self._loaded[key] = cached
+                    loaded = cached
                 else:
                     files, owners, emb = self.embed_checkout(checkout)
                     path.mkdir(parents=True, exist_ok=True)
@@ -185,8 +191,9 @@ class DenseRetriever:
                         np.savez(fh, owners=owners, emb=emb)
                     write_atomic(path / "files.json", json.dumps(files))  # written last: marks the cache complete
                     prune_live_siblings(path)
-                    self._loaded[key] = (files, owners, emb)
-            return self._loaded[key]
+                    loaded = (files, owners, emb)
+                self._loaded.put(key, loaded)
+            return loaded
 
     def retrieve(self, task: Task, checkout: Path) -> Retrieval:
         start = time.perf_counter()

@@ -248,9 +248,11 @@ def _checkout(task: Task, resolver: Any, pool: Any, needed: bool):
 
 
 def _default_pool():
-    from codegrep.env.pool import WorktreePool
+    """The process's shared pool under the cache directory (``codegrep.env.pool.default_pool``) for a caller that
+    passed none; a profile's callers pass theirs (``WorktreePool.from_config(cfg["env"])``)."""
+    from codegrep.env.pool import default_pool
 
-    return WorktreePool()
+    return default_pool()
 
 
 def evaluate(tasks: Sequence[Task], resolver: Any, retriever: Retriever, out_path: str | Path,

@@ -14,7 +14,6 @@ import json
 import shutil
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from codegrep.data.tasks import Task
+from codegrep.lru import LRU
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
                                         read_bytes, snapshot_key, tokenize, tokenize_counts)
@@ -133,14 +133,12 @@ CONTENT_CACHE_FILES = 20_000
 repository at many commits (the 75 sympy instances) share most files, so each distinct content is tokenised once
 per process. Bounded (least recently used out); the analysis is a pure function of the bytes, so a hit is exact."""
 
-_CONTENT: "OrderedDict[bytes, tuple[dict[str, int], list[str]]]" = OrderedDict()
-_CONTENT_LOCK = threading.Lock()
+_CONTENT: "LRU[bytes, tuple[dict[str, int], list[str]]]" = LRU(CONTENT_CACHE_FILES)
 
 
 def clear_content_cache() -> None:
     """Forget every cached per-file analysis (benchmarks time cold builds with it)."""
-    with _CONTENT_LOCK:
-        _CONTENT.clear()
+    _CONTENT.clear()
 
 
 def analyse_content(data: bytes, path: str = "") -> tuple[dict[str, int], list[str]]:
@@ -152,16 +150,10 @@ def analyse_content(data: bytes, path: str = "") -> tuple[dict[str, int], list[s
     (1, ['parse_expr'])
     """
     key = hashlib.blake2b(data, digest_size=16).digest() + (b"" if python_rule(path) else b"+")
-    with _CONTENT_LOCK:
-        hit = _CONTENT.get(key)
-        if hit is not None:
-            _CONTENT.move_to_end(key)
+    hit = _CONTENT.get(key)
     if hit is None:
         hit = (tokenize_counts(data), definitions(data, path))
-        with _CONTENT_LOCK:
-            _CONTENT[key] = hit
-            while len(_CONTENT) > CONTENT_CACHE_FILES:
-                _CONTENT.popitem(last=False)
+        _CONTENT.put(key, hit)
     return dict(hit[0]), list(hit[1])
 
 
@@ -245,7 +237,7 @@ class BM25Retriever:
 
     def __init__(self, config: BM25Config | None = None):
         self.config = config or BM25Config()
-        self._loaded: OrderedDict[str, BM25Index] = OrderedDict()
+        self._loaded: LRU[str, BM25Index] = LRU(self.config.memory_indexes)
         self._lock = threading.Lock()  # harness workers share one retriever; build each index once
 
     def config_tag(self) -> str:
@@ -261,9 +253,9 @@ class BM25Retriever:
             return self._index_locked(key, checkout)
 
     def _index_locked(self, key: str, checkout: Path) -> BM25Index:
-        if key in self._loaded:
-            self._loaded.move_to_end(key)
-            return self._loaded[key]
+        loaded = self._loaded.get(key)
+        if loaded is not None:
+            return loaded
         path = index_dir("bm25", f"{key}-{self.config_tag()}")
         index = load_index(path)
         if index is None:
@@ -271,9 +263,7 @@ class BM25Retriever:
             if index.files:
                 save_index(index, path)
                 prune_live_siblings(path)
-        self._loaded[key] = index
-        while len(self._loaded) > self.config.memory_indexes:
-            self._loaded.popitem(last=False)
+        self._loaded.put(key, index)
         return index
 
     def retrieve(self, task: Task, checkout: Path) -> Retrieval:
@@ -296,9 +286,8 @@ same issue texts (warm start, GRPO policy, grep heuristic, training-task check):
 index again (0.8-1.2 s a sympy snapshot on 2 cores, ``docs/agent.md``). The scores are a pure function of the
 snapshot and the text, so a hit is exact; ~0.25 MB an entry."""
 
-_ENV_INDEXES: "OrderedDict[tuple, BM25Index]" = OrderedDict()
-_SCORES: "OrderedDict[tuple, dict[str, float]]" = OrderedDict()
-_ENV_LOCK = threading.Lock()
+_ENV_INDEXES: "LRU[tuple, BM25Index]" = LRU(ENVIRONMENT_INDEXES)
+_SCORES: "LRU[tuple, dict[str, float]]" = LRU(RELEVANCE_SCORES)
 
 
 def _snapshot(env: "object") -> tuple | None:
@@ -315,19 +304,14 @@ def environment_index(env: "object") -> BM25Index:
     the files its tools list and read (``env.file_contents``, :func:`index_files`), so checkout-free mode needs no
     checkout. Kept per snapshot (:func:`_snapshot`) for the episodes and rollouts sharing it."""
     key = _snapshot(env)
-    if key is not None:
-        with _ENV_LOCK:
-            if key in _ENV_INDEXES:
-                _ENV_INDEXES.move_to_end(key)
-                return _ENV_INDEXES[key]
+    hit = None if key is None else _ENV_INDEXES.get(key)
+    if hit is not None:
+        return hit
     config = BM25Config()
     contents = dict(env.file_contents(config.max_file_bytes))
     index = index_files(list(contents), contents.get, config)
     if key is not None:
-        with _ENV_LOCK:
-            _ENV_INDEXES[key] = index
-            while len(_ENV_INDEXES) > ENVIRONMENT_INDEXES:
-                _ENV_INDEXES.popitem(last=False)
+        _ENV_INDEXES.put(key, index)
     return index
 
 
@@ -343,20 +327,12 @@ def environment_relevance(env: "object", text: str) -> dict[str, float]:
     snapshot = _snapshot(env)
     key = None if snapshot is None else \
         (snapshot, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
-    scores = None
-    if key is not None:
-        with _ENV_LOCK:
-            scores = _SCORES.get(key)
-            if scores is not None:
-                _SCORES.move_to_end(key)
+    scores = None if key is None else _SCORES.get(key)
     if scores is None:
         config = BM25Config()
         index = environment_index(env)
         scores = dict(index.search(text, len(index.files), config.mention_boost, config.definition_boost))
         if key is not None:
-            with _ENV_LOCK:
-                _SCORES[key] = scores
-                while len(_SCORES) > RELEVANCE_SCORES:
-                    _SCORES.popitem(last=False)
+            _SCORES.put(key, scores)
     env._codegrep_relevance = (text, scores)
     return scores

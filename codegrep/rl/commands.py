@@ -276,7 +276,7 @@ def register_bench(bench_subparsers: Any) -> None:
         description="Runs the agent greedily on --tasks seeded real train tasks twice in one process: the baseline "
                     "(model.generate, no early stop, tasks in seeded order) and the profile's path (codegrep/agent/"
                     "decode_bench.py). With --batch-sizes, the profile's path at each batch size instead (seconds "
-                    "and peak resident memory of each). Prints one JSON object: seconds, speedup, tokens, P@1 of each "
+                    "and peak resident memory of each); with --decode-precisions, at each decoding precision. Prints one JSON object: seconds, speedup, tokens, P@1 of each "
                     "arm.")
     c.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
     c.add_argument("--model", default="smollm2", help="model directory or name (e.g. a run's final/ directory)")
@@ -285,6 +285,10 @@ def register_bench(bench_subparsers: Any) -> None:
     c.add_argument("--batch-sizes", type=positive_int, nargs="+", metavar="N",
                    help="compare the profile's path at these agent.batch_size values (smallest first) instead of "
                         "against the baseline, e.g. --batch-sizes 8 16")
+    c.add_argument("--decode-precisions", nargs="+", metavar="P", choices=("fp32", "auto", "bf16"),
+                   help="compare the profile's path decoding in these agent.decode_precision values (the first is "
+                        "the reference of identical episodes and speedups) instead of against the baseline, e.g. "
+                        "--decode-precisions fp32 bf16")
     c.add_argument("--processes", type=positive_int, metavar="N",
                    help="compare one evaluation process (the profile's agent.cpu_threads) with N processes sharing "
                         "the same batches (agent.eval_processes; the cores split evenly), each through agent_rows: "
@@ -308,8 +312,10 @@ def _bench_decode(args: argparse.Namespace) -> int:
         output_file(args.result, "--result")  # before the work, not after
     from codegrep.errors import UserError
 
-    if args.processes and args.batch_sizes:
-        raise UserError("--processes and --batch-sizes: give one of them (each is its own comparison)")
+    given = [name for name, value in (("--processes", args.processes), ("--batch-sizes", args.batch_sizes),
+                                      ("--decode-precisions", args.decode_precisions)) if value]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)}: give one of them (each is its own comparison)")
     if args.processes:
         from codegrep.agent.decode_bench import bench_processes
 
@@ -317,7 +323,7 @@ def _bench_decode(args: argparse.Namespace) -> int:
                               args.processes)
     else:
         doc = bench_decode(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed,
-                           args.batch_sizes)
+                           args.batch_sizes, args.decode_precisions)
     text = json.dumps(doc, indent=1)
     if args.result:
         write_atomic(args.result, text + "\n")

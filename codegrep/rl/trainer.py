@@ -270,7 +270,7 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with the advantage-layer efficiency term and a log-only KL probe."""
 
     def __init__(self, *args: Any, codegrep_args: CodeGrepArgs, reference_builder: Any = None,
-                 turn_controls: Any = None, draft_tokens: int = 0, **kwargs: Any):
+                 turn_controls: Any = None, draft_tokens: int = 0, decode_precision: str = "fp32", **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.cg = codegrep_args
         self.turn_controls = turn_controls
@@ -279,6 +279,12 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         self.draft_tokens = draft_tokens
         """Prompt-lookup drafts per decoding step on the prefix-cache path (the profile's ``agent.draft_tokens``;
         speculative sampling: the rollouts' distribution is unchanged)."""
+        from codegrep.agent.precision import resolve_precision
+
+        self.decode_precision = resolve_precision(decode_precision, name="agent.decode_precision") if self.args.use_cpu or \
+            not torch.cuda.is_available() else "fp32"
+        """Decoding arithmetic of the prefix-cache rollouts (the profile's ``agent.decode_precision``: a bf16 copy of
+        the policy, made again after each optimizer step; ``prefix_cache.generate_with_prefix_cache``)."""
         self.current_rows: list[dict[str, Any]] = []
         self.last_scores: list[Any] = []
         self.turn_restrictions: list[list[Any]] | None = None
@@ -370,7 +376,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
                 recorder = RestrictionRecorder(controls["logits_processor"])
                 controls["logits_processor"] = LogitsProcessorList([recorder])
             out, width = generate_with_prefix_cache(model, rows, self._prefix_cache, pad,
-                                                    prefill_precision=self.loss_precision,  # decoding stays fp32
+                                                    prefill_precision=self.loss_precision,
+                                                    decode_precision=self.decode_precision,
                                                     generation_config=self.generation_config,
                                                     draft_tokens=self.draft_tokens, **controls)
         eos = set(self.eos_token_ids)

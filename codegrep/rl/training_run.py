@@ -352,6 +352,16 @@ def train_arguments(cfg: dict[str, Any], overrides: dict[str, Any] | None = None
     return TrainArgs(cg, grpo)
 
 
+def _generation_precision(cfg: dict[str, Any], cg: Any, grpo: Any) -> str | None:
+    """What config.json records as the rollouts' decoding precision: the agent section's ``decode_precision``
+    resolved on this CPU (fp32 by default), None on a GPU run (TRL's settings)."""
+    from codegrep.agent.precision import resolve_precision
+
+    if not cpu_precision_of(cg, grpo):
+        return None
+    return resolve_precision(section(cfg, "agent").get("decode_precision") or "fp32", name="agent.decode_precision")
+
+
 def cpu_precision_of(cg: Any, grpo: Any) -> str | None:
     """The precision a CPU run trains in (SFT and the GRPO loss), from ``cpu_precision``; ``None`` on GPU runs
     (TRL's ``bf16``/``fp16`` settings stand there). Generation stays fp32 (see docs/training.md)."""
@@ -558,8 +568,7 @@ def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any
                                                      "profile_overrides": cfg.get("_notebook_params") or {},
                                                      "precision": {**precision_record(cg.cpu_precision),
                                                                    "training": cpu_precision_of(cg, grpo),
-                                                                   "generation": "fp32" if cpu_precision_of(
-                                                                       cg, grpo) else None}},
+                                                                   "generation": _generation_precision(cfg, cg, grpo)}},
                                                     indent=1, default=str))
     write_atomic(run_dir / "versions.json", json.dumps(versions(), indent=1))
     fresh_accelerator_state()  # the warm start's SFTTrainer, in this process, may have used another precision
@@ -568,7 +577,8 @@ def build_trainer(cfg: dict[str, Any], cg: Any, grpo: Any, run_dir: Path) -> Any
                                   codegrep_args=cg, reference_builder=build_reference,
                                   turn_controls=TurnControls.from_agent(  # the stops/constraints evaluation uses
                                       {**section(cfg, "agent"), "max_calls_per_turn": agent.max_calls_per_turn}),
-                                  draft_tokens=int(section(cfg, "agent").get("draft_tokens") or 0))
+                                  draft_tokens=int(section(cfg, "agent").get("draft_tokens") or 0),
+                                  decode_precision=section(cfg, "agent").get("decode_precision") or "fp32")
     trainer.add_callback(MetricsJsonlCallback(run_dir / "metrics.jsonl"))
     from codegrep.rl.progress import GRPO_FIELDS, plain_progress
 
