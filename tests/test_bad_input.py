@@ -200,6 +200,9 @@ CASES = [
          ["--set retrievers.grep-heuristic.relevance_weight", "number"]),
     Case("reproduce agent choice unknown", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o", "--set",
                                             "agent.grep_view=nope"], ["--set agent.grep_view", "nope"]),
+    Case("reproduce decode precision unknown", ["reproduce", "--profile", "ci", "--only", "03", "--out", f"{T}/o",
+                                                "--set", "agent.decode_precision=bf61"],
+         ["--set agent.decode_precision", "bf61"]),
     # ---- train: config YAML and --resume
     Case("train YAML syntax error", ["train", "--config", f"{T}/c.yaml"], ["c.yaml:3", "invalid YAML"],
          {"c.yaml": "seed: 1\nmax_steps: [1, 2\nfoo: 3\n"}),

@@ -277,7 +277,7 @@ def make_policy(spec: dict[str, Any] | str) -> Policy:
     """
     if isinstance(spec, str):
         spec = {"endpoint": spec} if spec.startswith(("http://", "https://")) else {"model": spec}
-    policy_config(spec)  # an unknown key is an error naming it
+    policy_config(spec)  # an unknown key, or a precision outside PRECISIONS, is an error naming it
     controls = TurnControls.from_agent(spec)  # min_greps without copy_greps is an error naming both
     kind = spec.get("policy") or "hf"
     if kind not in POLICY_KINDS:  # the short form `policy: smollm2` names a local model

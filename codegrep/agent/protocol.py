@@ -182,6 +182,14 @@ class PolicyConfig:
     outputs: list[str] = field(default_factory=list)
     """Scripted policy: the outputs replayed."""
 
+    def __post_init__(self) -> None:
+        from codegrep.agent.precision import PRECISIONS
+
+        for key in ("cpu_precision", "decode_precision"):
+            value = getattr(self, key)
+            if value is not None and value not in PRECISIONS:
+                raise ValueError(f"agent.{key} must be one of {list(PRECISIONS)}, got {value!r}")
+
 
 def policy_config(spec: dict[str, Any], source: str = "agent") -> PolicyConfig:
     """``PolicyConfig`` from an ``agent:`` mapping; episode caps (``AgentConfig`` keys) are allowed, others fail.

@@ -92,11 +92,13 @@ class ToolEnvironmentBase:
         return None
 
     # --- public API ------------------------------------------------------------------------------
-    def file_contents(self, max_bytes: int) -> Iterator[tuple[str, bytes | None]]:
-        """Each listed file of at most ``max_bytes`` with its bytes (None where the tools refuse to read it or it
-        is binary), in listing order: what an index of this snapshot is built from, as the tools see it."""
+    def file_contents(self, max_bytes: int, keep: Callable[[str], bool] | None = None,
+                      ) -> Iterator[tuple[str, bytes | None]]:
+        """Each listed file of at most ``max_bytes`` (and, with ``keep``, that ``keep`` accepts: the others are not
+        read) with its bytes (None where the tools refuse to read it or it is binary), in listing order: what an
+        index of this snapshot is built from, as the tools see it."""
         for name in self._listing().names:
-            if self._size(name) > max_bytes:
+            if self._size(name) > max_bytes or (keep is not None and not keep(name)):
                 continue
             try:
                 data = self._read_bytes(name)
