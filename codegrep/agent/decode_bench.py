@@ -157,8 +157,7 @@ def _forget_snapshot_caches() -> None:
     from codegrep.retrievers import lexical
 
     lexical.clear_content_cache()
-    lexical._ENV_INDEXES.clear()
-    lexical._SCORES.clear()
+    lexical.clear_environment_caches()
     forget_trees()
 
 

@@ -290,6 +290,12 @@ _ENV_INDEXES: "LRU[tuple, BM25Index]" = LRU(ENVIRONMENT_INDEXES)
 _SCORES: "LRU[tuple, dict[str, float]]" = LRU(RELEVANCE_SCORES)
 
 
+def clear_environment_caches() -> None:
+    """Forget every snapshot index and relevance score kept in memory (benchmarks give each arm a cold start)."""
+    _ENV_INDEXES.clear()
+    _SCORES.clear()
+
+
 def _snapshot(env: "object") -> tuple | None:
     """What an environment's index depends on: its snapshot (``env.snapshot_id()``; None: not shared) and the size
     above which its tools refuse to read a file (such a file is left out of the index)."""

@@ -131,7 +131,7 @@ class CodeGrepArgs:
                 "screen and arms start from notebook 03's warm start instead of training another; config.json "
                 "records it under episode.demonstrations_max_turns."})
     cpu_precision: str = field(default="auto", metadata={
-        "help": "Arithmetic precision on CPU (SFT warm start, GRPO loss and KL probe; generation stays fp32): 'auto' = bf16 autocast where the CPU "
+        "help": "Arithmetic precision on CPU (SFT warm start, GRPO loss and KL probe; generation follows the profile's agent.decode_precision, fp32 by default): 'auto' = bf16 autocast where the CPU "
                 "has native bf16 (avx512_bf16 / amx_bf16), fp32 elsewhere; 'fp32' turns reduced precision off; "
                 "'bf16' forces it (emulated, slower, without those flags). Weights stay fp32. Recorded in "
                 "config.json. GPU runs use TRL's bf16/fp16 settings instead."})
@@ -329,8 +329,8 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         from codegrep.agent.precision import resolve_precision
 
         # CPU: bf16 autocast around the loss's forward where cpu_precision resolves to it (compute-bound: 2-5x on
-        # native-bf16 CPUs); generation stays fp32 (decode is bandwidth/overhead-bound at a group's batch size and
-        # bf16 autocast measured slower there: `codegrep bench train`). GPUs: TRL's bf16/fp16 settings.
+        # native-bf16 CPUs); generation is fp32 unless agent.decode_precision says otherwise (bf16 AUTOCAST measured
+        # slower for decoding: `codegrep bench train`; a bf16 copy is what decode_precision uses). GPUs: TRL's settings.
         self.loss_precision = resolve_precision(self.cg.cpu_precision) \
             if self.accelerator.device.type == "cpu" and not self.args.bf16 else "fp32"
 

@@ -364,7 +364,8 @@ def _generation_precision(cfg: dict[str, Any], cg: Any, grpo: Any) -> str | None
 
 def cpu_precision_of(cg: Any, grpo: Any) -> str | None:
     """The precision a CPU run trains in (SFT and the GRPO loss), from ``cpu_precision``; ``None`` on GPU runs
-    (TRL's ``bf16``/``fp16`` settings stand there). Generation stays fp32 (see docs/training.md)."""
+    (TRL's ``bf16``/``fp16`` settings stand there). Generation is fp32 unless ``agent.decode_precision`` says
+    otherwise (:func:`_generation_precision`; docs/training.md)."""
     import torch
 
     from codegrep.agent.precision import resolve_precision
