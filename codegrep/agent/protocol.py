@@ -133,8 +133,9 @@ class PolicyConfig:
     (``prefix_cache.PrefixCache.decoder``); key/value states are then kept in bf16. A decoding step of the 135M model
     on 2 cores is bound by reading its weights and cached states, which bf16 halves (``codegrep bench decode
     --decode-precisions fp32 bf16`` measures time and how many episodes stay the same: bf16 rounds differently, so a
-    greedy choice at a near tie can change). On CPUs without native bf16 it is emulated and slower (the earlier AMD
-    measurement: 289 ms fp32 against 545 ms bf16 a step). Recorded in each episode's ``policy`` when not fp32."""
+    greedy choice at a near tie can change). It paid on an Intel Xeon with AMX; on an AMD EPYC with native bf16 but
+    no AMX a bf16 step measured slower (289 ms fp32 against 545 ms bf16, docs/training.md), and without native bf16
+    it is emulated. Recorded in each episode's ``policy`` when not fp32."""
     stop_early: bool = True
     """hf and GRPO rollouts: a row stops generating once it has closed a submit call or ``max_calls_per_turn``
     calls (what ``apply_turn`` can still use; ``codegrep.agent.stopping``), so one long row no longer holds its
