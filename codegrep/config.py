@@ -843,6 +843,35 @@ def load_profile(profile: str | os.PathLike = DEFAULT_PROFILE,
     return cfg
 
 
+def cli_profile(profile: str | os.PathLike, sets: Iterable[str] | None = None) -> dict[str, Any]:
+    """The one way a command reads ``--profile`` and its ``--set KEY=VALUE`` overrides (:func:`add_set_option`):
+    the profile loaded, then every registered section checked before any work, so an unknown key or a wrong value
+    is one line naming the file and key, or the ``--set`` it came from. The overrides applied are kept under
+    ``_overrides`` (``{}`` when none), for the results a command writes to record.
+
+    >>> cfg = cli_profile("ci", ["agent.max_turns=2"])
+    >>> cfg["agent"]["max_turns"], cfg["_overrides"]
+    (2, {'agent.max_turns': 2})
+    >>> cli_profile("ci", ["agent.max_trns=2"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    codegrep.config.ConfigError: --set agent.max_trns: unknown key 'max_trns' (did you mean 'max_turns' ...
+    """
+    given = list(sets or [])
+    cfg = load_profile(profile, given)
+    applied = parse_overrides(given)
+    check_profile(cfg, applied)  # every --set value, used by this command or not, before work
+    cfg["_overrides"] = applied
+    return cfg
+
+
+def add_set_option(parser: Any, example: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) on a command that reads a profile; read it with :func:`cli_profile`."""
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
+                        help=f"profile override, e.g. {example} (repeatable; applied after --profile and checked "
+                             "before any work); KEY= (empty) is null, taken only where the key takes null")
+
+
 def notebook_profile(profile: str | os.PathLike, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The one way a notebook applies its parameters: load ``profile`` with dotted overrides.
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from codegrep.config import (check_keys, check_profile, check_value, load_profile, parse_overrides, project_root,
+from codegrep.config import (check_keys, check_value, cli_profile, project_root,
                              seed_everything, where)
 from codegrep.files import json_text, write_atomic
 
@@ -347,9 +347,8 @@ def reproduce(profile: str = "smoke", only: str | Sequence[str] | None = None, o
     artifacts, figures = out / "artifacts", out / "figures"
     # profile and --set keys are checked before anything is written (an unknown key names itself)
     given = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
-    cfg = load_profile(profile, given)
-    overridden = parse_overrides(given)
-    check_profile(cfg, overridden)  # a wrong --set value is named as the --set it came from
+    cfg = cli_profile(profile, given)  # a wrong --set value is named as the --set it came from
+    overridden = cfg.pop("_overrides")  # the resolved profile.yaml holds the values, not where they came from
     check_keys(cfg.get("notebooks"), NOTEBOOKS, where(cfg, "notebooks"))
     selected = select_notebooks(only)
     if {"03_training", "04_ablation"} & set(selected):  # their train YAML (train.config) exists, before any notebook

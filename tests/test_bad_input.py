@@ -581,6 +581,18 @@ CASES = [
          ["p.yaml", "tasks.splits", "mapping"], {"p.yaml": "tasks:\n  splits: [train]\n"}),
     Case("profile tasks.splits.train: unknown key", ["bench", "ceiling", "--profile", f"{T}/p.yaml", "--tasks", "1"],
          ["p.yaml", "tasks.splits.train", "'limt'"], {"p.yaml": "tasks:\n  splits:\n    train: {limt: 3}\n"}),
+    # --set on the commands that read a profile (retrieve, evaluate and the agent's benchmarks took none): a
+    # misspelt key is one line naming the --set, before any work
+    *[Case(f"{' '.join(a for a in argv[:2] if not a.startswith('-'))} --set with an unknown key",
+           [*argv, "--set", "agent.max_trns=2"], ["--set agent.max_trns", "unknown key", "max_turns"],
+           {"t.jsonl": jl(GOOD)})
+      for argv in (["retrieve", "--repo", T, "--retriever", "bm25", "some issue"],
+                   ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "random", "--out", f"{T}/r.jsonl"],
+                   ["bench", "ceiling", "--tasks", "1"], ["bench", "decode", "--tasks", "1"],
+                   ["bench", "demos", "--tasks", "1", "--dev", "1", "--out", f"{T}/d"])],
+    Case("evaluate --set with a wrong value", ["evaluate", "--tasks", f"{T}/t.jsonl", "--retriever", "agent", "--out",
+                                              f"{T}/r.jsonl", "--set", "agent.max_turns=0"],
+         ["--set agent.max_turns", ">= 1"], {"t.jsonl": jl(GOOD)}),
     # reproduce: --only that names nothing ran all six notebooks ('') or none (','); a damaged cache.json
     Case("reproduce --only ''", ["reproduce", "--profile", "ci", "--only", "", "--out", f"{T}/o"],
          ["--only", "must not be empty"]),

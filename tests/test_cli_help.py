@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -61,3 +62,31 @@ def test_demos_choice_metavar_names_the_scripted_strategies():
 
     choice = next(a for a in dict(ALL)["codegrep bench demos"]._actions if "--choice" in a.option_strings)
     assert choice.metavar == "{" + ",".join(STRATEGIES) + "}"
+
+
+def test_agent_benchmarks_run_the_profile_with_set_and_record_it(monkeypatch, capsys, tmp_path):
+    """``bench ceiling`` and ``bench demos`` under ``--set``: the profile they run is the one with the override (the
+    ceiling's 'profile' column is then that setting, and it says so first), and the demos JSON records it."""
+    from codegrep.cli import main
+    from codegrep.retrievers import scripted
+    from codegrep.rl import curve
+
+    seen = []
+
+    def fake_ceiling(cfg, n, seed):
+        seen.append(cfg)
+        return [{"setting": "profile", "strategy": "first-listed (6 terms)", "n": 1, "p_at_1": 1.0, "n_real": 1}]
+
+    monkeypatch.setattr(scripted, "profile_ceiling", fake_ceiling)
+    assert main(["bench", "ceiling", "--profile", "ci", "--tasks", "1", "--set", "agent.max_observation_tokens=512"]) == 0
+    out = capsys.readouterr().out
+    assert seen[-1]["agent"]["max_observation_tokens"] == 512
+    assert out.splitlines()[0] == "profile: --set agent.max_observation_tokens=512"
+    assert main(["bench", "ceiling", "--profile", "ci", "--tasks", "1"]) == 0
+    assert seen[-1]["agent"]["max_observation_tokens"] != 512 and "--set" not in capsys.readouterr().out
+
+    monkeypatch.setattr(curve, "demos_curve", lambda cfg, *a, **k: {"profile": cfg["profile"],
+                                                                     "min_greps": cfg["agent"]["min_greps"]})
+    assert main(["bench", "demos", "--profile", "ci", "--out", str(tmp_path / "d"), "--set", "agent.min_greps=8"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {"profile": "ci", "min_greps": 8, "overrides": {"agent.min_greps": 8}}

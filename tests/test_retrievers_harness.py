@@ -131,6 +131,29 @@ def test_cli_evaluate_checks_out_in_the_profiles_worktree_pool(cache, tiny_repo,
     assert not list((cache_dir() / "worktrees").glob("*.ready"))
 
 
+def test_cli_evaluate_set_applies_a_setting_and_reruns_rows_made_without_it(cache, tiny_repo, tmp_path, capsys):
+    """``codegrep evaluate --set KEY=VALUE``: a profile setting for one evaluation without writing a profile file
+    (the ceiling, the agent's benchmarks and ``retrieve`` read ``--set`` the same way). A row made under other
+    settings is not reused (its fingerprint differs); the same settings reuse it."""
+    repos, commit = tiny_repo
+    tasks_path = tmp_path / "tasks.jsonl"
+    tasks_path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tiny_tasks(commit)))
+    out = tmp_path / "res.jsonl"
+
+    def run(*sets: str) -> dict:
+        argv = ["evaluate", "--tasks", str(tasks_path), "--repos", str(repos), "--retriever", "bm25", "--out", str(out),
+                "--profile", "ci"]
+        assert main(argv + [a for s in sets for a in ("--set", s)]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    assert run()["new"] == 3
+    first = {i: r["fingerprint"] for i, r in read_rows(out).items()}
+    changed = run("retrievers.bm25.path_weight=0", "retrievers.k=1")
+    assert changed["recomputed"] == 3 and changed["k"] == 1  # the retriever's setting and the profile's set size
+    assert all(r["fingerprint"] != first[i] and r["k"] == 1 for i, r in read_rows(out).items())
+    assert run("retrievers.bm25.path_weight=0", "retrievers.k=1")["reused"] == 3
+
+
 def test_cli_evaluate_of_the_agent_saves_each_episode_beside_the_results(cache, tiny_repo, tmp_path, capsys,
                                                                         monkeypatch):
     """``codegrep evaluate --retriever agent`` wrote ``episode_path: null``: what the agent searched, saw and

@@ -12,6 +12,8 @@ from codegrep.files import json_text, output_file, refuse_overwriting_inputs, wr
 
 
 def register(subparsers: Any) -> None:
+    from codegrep.config import add_set_option
+
     p = subparsers.add_parser("downstream", help="run a downstream agent with/without retrieved candidate files",
                               description=__doc__.replace("``", ""))
     p.add_argument("--tasks", required=True,
@@ -26,9 +28,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL for real agents")
     p.add_argument("--out", required=True, help="results JSONL, one DownstreamResult per instance")
     p.add_argument("--profile", default="smoke", help="profile whose 'downstream' section configures the agent")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
-                   help="profile override, e.g. downstream.mini_swe_agent.step_limit=30; KEY= (empty) is null, "
-                        "taken only where the key takes null")
+    add_set_option(p, "downstream.mini_swe_agent.step_limit=30")
     p.add_argument("--compare", default=None, help="a previous --out to compare with (paired statistics)")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="a seeded sample of N of the tasks (their order kept; the rule of every task limit)")
@@ -104,15 +104,14 @@ def _from_output(args: argparse.Namespace, cfg: dict[str, Any],
 
 
 def cmd_downstream(args: argparse.Namespace) -> int:
-    from codegrep.config import check_profile, load_profile, parse_overrides, section
+    from codegrep.config import cli_profile, section
     from codegrep.downstream.factory import make_agent
     from codegrep.downstream.agent_runs import load_candidates, paired_compare, read_results, run_downstream, summarize
 
     refuse_overwriting_inputs({"--out": args.out}, {"--tasks": args.tasks, "--candidates": args.candidates,
                                                     "--compare": args.compare, "--from-output": args.from_output,
                                                     "--report": args.report, "--profile": args.profile})
-    cfg = load_profile(args.profile, args.set)
-    check_profile(cfg, parse_overrides(args.set or []))  # every --set value, used by this run or not, before work
+    cfg = cli_profile(args.profile, args.set)  # every --set value, used by this run or not, before work
     ds = section(cfg, "downstream")
     if args.hint_precision is not None:
         return cmd_hint_experiment(args, cfg, ds)
@@ -284,6 +283,8 @@ def cmd_hint_experiment(args: argparse.Namespace, cfg: dict[str, Any], ds: dict[
 
 
 def register_verify(subparsers: Any) -> None:
+    from codegrep.config import add_set_option
+
     v = subparsers.add_parser("verify", help="Docker-free SWE-bench verdict: apply a patch + the test patch, run "
                               "FAIL_TO_PASS/PASS_TO_PASS locally", description=(
                                   "Without --patch: check every selected instance (gold must resolve, the bare base "
@@ -300,9 +301,7 @@ def register_verify(subparsers: Any) -> None:
     v.add_argument("--timeout", type=positive_int, default=None, help="seconds per test run (default: downstream.verify)")
     v.add_argument("--out", default=None, help="write the verdicts / trust table here as JSON")
     v.add_argument("--profile", default="smoke", help="profile whose downstream.verify section configures it")
-    v.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
-                   help="profile override, e.g. downstream.verify.timeout=300; KEY= (empty) is null, taken only "
-                        "where the key takes null")
+    add_set_option(v, "downstream.verify.timeout=300")
     v.set_defaults(func=cmd_verify)
 
 
@@ -310,14 +309,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     import datetime
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    from codegrep.config import check_profile, load_profile, parse_overrides, section
+    from codegrep.config import cli_profile, section
     from codegrep.data.repos import RepoResolver
     from codegrep.data.tasks import load_tasks
     from codegrep.downstream.agents import config_from_section
     from codegrep.downstream.verify import RECIPES, Verifier, VerifyConfig, patch_text
 
-    cfg = load_profile(args.profile, args.set)
-    check_profile(cfg, parse_overrides(args.set or []))
+    cfg = cli_profile(args.profile, args.set)
     ds = section(cfg, "downstream")
     vcfg = config_from_section(ds, "verify", VerifyConfig, "timeout", args.timeout)  # --timeout overrides
     if args.jobs < 1:

@@ -52,14 +52,14 @@ def _check_model(args: argparse.Namespace) -> None:
 
 
 def _retrieve(args: argparse.Namespace) -> int:
-    from codegrep.config import load_profile
+    from codegrep.config import cli_profile
     from codegrep.retrievers.registry import make_retriever
     from codegrep.retrievers.entrypoints import retrieve_in_repo
 
     if args.retriever == "oracle":  # it returns a task's gold files, and free text has none
         raise UserError("--retriever oracle: returns a task's gold files, and an issue text given to retrieve has "
                         "none; use it with 'codegrep evaluate --tasks ...'")
-    cfg = load_profile(args.profile)
+    cfg = cli_profile(args.profile, args.set)
     retriever = make_retriever(args.retriever, cfg, **_overrides(args))
     result = retrieve_in_repo(retriever, Path(args.repo), _issue_text(args), commit=args.commit)
     files = result.files[:args.k] if args.k else result.files
@@ -90,7 +90,7 @@ def _why_empty(args: argparse.Namespace, retriever, result) -> str:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from codegrep.config import load_profile
+    from codegrep.config import cli_profile
     from codegrep.files import output_file
     from codegrep.retrievers.evaluate import evaluate, read_rows
     from codegrep.retrievers.registry import make_retriever
@@ -103,7 +103,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"--repos {args.repos}: not a directory (a directory of owner__name git repositories)")
     read_rows(output_file(args.out))  # a directory, or a corrupt resume file, fails before any work
     _check_model(args)
-    cfg = load_profile(args.profile)
+    cfg = cli_profile(args.profile, args.set)
     tasks, resolver = load_task_source(args.tasks, repos_dir=args.repos, split=args.split, limit=args.limit,
                                        seed=int(cfg.get("seed", 0)))
     retriever = make_retriever(args.retriever, cfg, **_overrides(args))
@@ -232,12 +232,15 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from codegrep.config import add_set_option
+
     p.add_argument("--retriever", required=True, choices=NAMES, help="which retriever ranks the files")
     p.add_argument("--model", help="dense: embedding model (minilm, a directory, a hub id); agent: policy model")
     p.add_argument("--endpoint", help="agent: an OpenAI-compatible base URL (e.g. http://localhost:8000/v1)")
     p.add_argument("--k", type=positive_int, help="returned set size for ranking retrievers (evaluate: default the profile's "
                                         "retrievers.k; retrieve: the whole ranking)")
     p.add_argument("--profile", default="smoke", help="profile whose retrievers/agent/env sections apply")
+    add_set_option(p, "agent.rank_relevance=1.0 or retrievers.bm25.k1=1.2")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -275,19 +278,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _bench_ceiling(args: argparse.Namespace) -> int:
-    from codegrep.config import load_profile
+    from codegrep.config import cli_profile
     from codegrep.retrievers.scripted import ceiling_table, profile_ceiling
 
-    print(ceiling_table(profile_ceiling(load_profile(args.profile), args.tasks, args.seed)).to_string())
+    cfg = cli_profile(args.profile, args.set)
+    if cfg["_overrides"]:  # the 'profile' column is the profile with these
+        print("profile: " + " ".join(f"--set {k}={v}" for k, v in cfg["_overrides"].items()))
+    print(ceiling_table(profile_ceiling(cfg, args.tasks, args.seed)).to_string())
     return 0
 
 
 def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
+    from codegrep.config import add_set_option
+
     p = bench_subparsers.add_parser("ceiling", help="P@1 scripted strategies reach through the agent's turn function "
                                     "on TRAINING tasks, per protocol setting (chooses the protocol)")
     p.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
     p.add_argument("--tasks", type=positive_int, default=40, help="seeded train-split tasks (half real where any)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of that sample")
+    add_set_option(p, "agent.max_observation_tokens=512 (the 'profile' column is then the profile with it)")
     p.set_defaults(func=_bench_ceiling)
     p = bench_subparsers.add_parser("retrieve", help="bm25 index/query speed vs a naive baseline; agent overhead")
     p.add_argument("--files", type=positive_int, default=2000, help="files in the benchmark repository")

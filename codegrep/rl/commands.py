@@ -211,6 +211,8 @@ def _demo_choice(value: str) -> str:
 def register_bench(bench_subparsers: Any) -> None:
     from codegrep.agent.precision import PRECISIONS
     from codegrep.argtypes import non_negative_int, positive_int
+    from codegrep.config import add_set_option
+
     p = bench_subparsers.add_parser(
         "train", help="SFT / GRPO generation / loss tokens/s of the 135M policy: all-off baseline vs fast path, "
                       "beside the FLOP/s and memory-bandwidth limits",
@@ -243,6 +245,7 @@ def register_bench(bench_subparsers: Any) -> None:
                     "size with a Wilson interval, the expert's own P@1 on the same dev tasks, times. Small sample; "
                     "minutes per point on 2 cores (SFT dominates). Points are cached under --out.")
     d.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
+    add_set_option(d, "agent.min_greps=8")
     d.add_argument("--config", help="train YAML whose SFT settings apply (default: the profile's train.config)")
     d.add_argument("--tasks", type=_sizes, default=[10, 20, 40],
                    help="comma-separated numbers of real train tasks (default 10,20,40)")
@@ -266,6 +269,7 @@ def register_bench(bench_subparsers: Any) -> None:
                     "sign test, and which policy the check keeps. Small sample; minutes on 2 cores.")
     q.add_argument("--run", required=True, help="a finished run directory (config.json, manifest.json, final/)")
     q.add_argument("--profile", help="profile whose agent/env sections and train split apply (default: the run's)")
+    add_set_option(q, "agent.max_turns=2")
     q.add_argument("--limit", type=positive_int, help="at most this many unused tasks (by id)")
     q.add_argument("--out", default="artifacts/bench/policies", help="cache of the evaluation rows")
     q.add_argument("--result", help="also write the JSON here (e.g. docs/results/policy_check.json)")
@@ -279,6 +283,7 @@ def register_bench(bench_subparsers: Any) -> None:
                     "and peak resident memory of each); with --decode-precisions, at each decoding precision. Prints one JSON object: seconds, speedup, tokens, P@1 of each "
                     "arm.")
     c.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
+    add_set_option(c, "agent.draft_tokens=0")
     c.add_argument("--model", default="smollm2", help="model directory or name (e.g. a run's final/ directory)")
     c.add_argument("--tasks", type=positive_int, default=32, help="real train tasks (default 32)")
     c.add_argument("--seed", type=non_negative_int, default=0, help="seed of the task sample")
@@ -302,7 +307,7 @@ def _bench_decode(args: argparse.Namespace) -> int:
 
     from codegrep.agent.decode_bench import bench_decode
     from codegrep.agent.models import resolve_model
-    from codegrep.config import load_profile
+    from codegrep.config import cli_profile
     from codegrep.files import output_file, write_atomic
 
     if args.result:
@@ -316,19 +321,30 @@ def _bench_decode(args: argparse.Namespace) -> int:
                                       ("--decode-precisions", args.decode_precisions)) if value]
     if len(given) > 1:
         raise UserError(f"{' and '.join(given)}: give one of them (each is its own comparison)")
+    cfg = cli_profile(args.profile, args.set)
     if args.processes:
         from codegrep.agent.decode_bench import bench_processes
 
-        doc = bench_processes(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed,
-                              args.processes)
+        doc = bench_processes(cfg, str(resolve_model(args.model)), args.tasks, args.seed, args.processes)
     else:
-        doc = bench_decode(load_profile(args.profile), str(resolve_model(args.model)), args.tasks, args.seed,
-                           args.batch_sizes, args.decode_precisions)
+        doc = bench_decode(cfg, str(resolve_model(args.model)), args.tasks, args.seed, args.batch_sizes,
+                           args.decode_precisions)
+    _record_overrides(doc, cfg)
     text = json.dumps(doc, indent=1)
     if args.result:
         write_atomic(args.result, text + "\n")
     print(text)
     return 0
+
+
+def _record_overrides(doc: dict[str, Any], cfg: dict[str, Any]) -> None:
+    """A benchmark's JSON records the ``--set`` overrides its profile ran with (``overrides``; absent when none).
+
+    >>> doc = {}; _record_overrides(doc, {"_overrides": {"agent.max_turns": 2}}); doc
+    {'overrides': {'agent.max_turns': 2}}
+    """
+    if cfg.get("_overrides"):
+        doc["overrides"] = dict(cfg["_overrides"])
 
 
 def _sizes(text: str) -> list[int]:
@@ -350,7 +366,7 @@ def _bench_policies(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from codegrep.config import load_profile
+    from codegrep.config import cli_profile
     from codegrep.files import output_dir, output_file, write_atomic
     from codegrep.rl.curve import run_record, unused_train_check
 
@@ -362,8 +378,9 @@ def _bench_policies(args: argparse.Namespace) -> int:
         output_file(args.result, "--result")
     output_dir(args.out, "--out")
     config = run_record(Path(args.run))[0]
-    doc = unused_train_check(load_profile(args.profile or config.get("codegrep", {}).get("profile") or "smoke"),
-                             args.run, args.out, limit=args.limit)
+    cfg = cli_profile(args.profile or config.get("codegrep", {}).get("profile") or "smoke", args.set)
+    doc = unused_train_check(cfg, args.run, args.out, limit=args.limit)
+    _record_overrides(doc, cfg)
     text = json.dumps(doc, indent=1)
     if args.result:
         write_atomic(Path(args.result), text + "\n")
@@ -374,7 +391,7 @@ def _bench_policies(args: argparse.Namespace) -> int:
 def _bench_demos(args: argparse.Namespace) -> int:
     import json
 
-    from codegrep.config import load_profile
+    from codegrep.config import cli_profile
     from codegrep.files import output_dir, output_file, write_atomic
     from codegrep.rl.curve import demos_curve
 
@@ -393,8 +410,10 @@ def _bench_demos(args: argparse.Namespace) -> int:
                             f"{Path(args.result).with_suffix('.png')}, which would replace it; give a .json path")
     if args.out:
         output_dir(args.out, "--out")
-    doc = demos_curve(load_profile(args.profile), args.config, args.tasks, args.dev, args.out, seed=args.seed,
-                     first_turn=args.first_turn, choice=args.choice)
+    cfg = cli_profile(args.profile, args.set)
+    doc = demos_curve(cfg, args.config, args.tasks, args.dev, args.out, seed=args.seed, first_turn=args.first_turn,
+                      choice=args.choice)
+    _record_overrides(doc, cfg)
     text = json.dumps(doc, indent=1)
     if args.result:
         from pathlib import Path

@@ -178,7 +178,8 @@ def demos_figure(doc: dict[str, Any]) -> Any:
     plots.title(ax, "Does the number of real issues bound the warm start?",
                 f"real TRAIN tasks only (SMALL: {n_dev} dev tasks), {plots.interval_label('Wilson')}")
     ax.legend(loc="upper left", fontsize=7)
-    plots.mark_source(fig, f"profile {doc.get('profile')}, seed {doc.get('seed')}")
+    sets = "".join(f" --set {k}={v}" for k, v in (doc.get("overrides") or {}).items())
+    plots.mark_source(fig, f"profile {doc.get('profile')}{sets}, seed {doc.get('seed')}")
     plots.place_notes(fig)
     return fig
 
