@@ -84,9 +84,18 @@ def sign_test_p(won: int, lost: int) -> float:
 
 def run_dirs(results: Path) -> list[Path]:
     """The committed run directories under ``results`` (``docs/results``) that hold a ``per_instance.json``: the
-    profiles' own first, then ``replicates/*`` by name."""
+    headline run (the first of ``paper``, ``smoke``, ``ci`` present, as the README's table reads), then
+    ``replicates/*`` by name. A smaller profile's run beside the headline one (ci's 2 instances beside smoke's 86)
+    is another recipe at another scale, not a replicate, so it is not pooled with them.
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp())
+    >>> for d in ("smoke", "ci", "replicates/smoke_old"):
+    ...     (root / d).mkdir(parents=True); _ = (root / d / "per_instance.json").write_text("{}")
+    >>> [str(p.relative_to(root)) for p in run_dirs(root)]
+    ['smoke', 'replicates/smoke_old']
+    """
     own = [results / p for p in ("paper", "smoke", "ci") if (results / p / "per_instance.json").is_file()]
-    return own + sorted(p.parent for p in (results / "replicates").glob("*/per_instance.json"))
+    return own[:1] + sorted(p.parent for p in (results / "replicates").glob("*/per_instance.json"))
 
 
 def replicate_pairs(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = PAIRS) -> dict[str, Any]:
