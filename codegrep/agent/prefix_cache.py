@@ -56,6 +56,8 @@ class PrefixCache:
         self.stats = {"prompt_tokens": 0, "reused_tokens": 0, "row_steps": 0, "written_tokens": 0}
         """Prefilled prompt tokens and those reused; ``decode_rows``' row-steps (a row fed in one forward) and tokens
         written (their ratio: tokens per row-step, 1 without drafts)."""
+        self._decoder: Any = None  # the bf16 decoding copy (:meth:`decoder`), made on first use
+        self._stamp: Any = None  # the weights the entries were computed with (:meth:`check_weights`)
 
     def lookup(self, ids: Any) -> tuple[int, Entry | None]:
         """(reusable length, entry) for the longest cached prefix of ``ids``, keeping at least one token to feed."""
@@ -88,7 +90,7 @@ class PrefixCache:
 
         import torch
 
-        if getattr(self, "_decoder", None) is None:
+        if self._decoder is None:
             twin = copy.deepcopy(model).to(torch.bfloat16).eval()
             head = model.get_output_embeddings()
             if head is not None and getattr(head, "bias", None) is None:
@@ -109,7 +111,7 @@ class PrefixCache:
             checksum = float(torch.stack([p.detach().sum(dtype=torch.float64) * (i + 1)
                                           for i, p in enumerate(params)]).sum()) if params else 0.0
         stamp = (id(model), len(params), tuple(p._version for p in params), checksum)
-        if stamp != getattr(self, "_stamp", None):
+        if stamp != self._stamp:
             self.clear()
             self._stamp = stamp
 

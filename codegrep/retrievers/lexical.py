@@ -25,8 +25,8 @@ from codegrep.lru import LRU
 from codegrep.retrievers.base import Retrieval
 from codegrep.retrievers.corpus import (DEFAULT_MAX_FILE_BYTES, index_dir, list_files, prune_live_siblings,
                                         read_bytes, snapshot_key, tokenize, tokenize_counts)
-from codegrep.retrievers.query import (DOC_DIRS, SOURCE_SUFFIXES, code_identifiers, defining_files, definitions,
-                                       mentioned_files, policy_from, python_rule)
+from codegrep.retrievers.query import (DOC_DIRS, SOURCE_SUFFIXES, FilePolicy, code_identifiers, defining_files,
+                                       definitions, mentioned_files, policy_from, python_rule)
 
 INDEX_VERSION = "bm25-v7"  # bump when tokenisation or the definition rule changes, so stale caches are not reused
 
@@ -163,13 +163,15 @@ def build_index(root: Path, config: BM25Config) -> BM25Index:
     return index_files(list_files(root, config.max_file_bytes), lambda rel: read_bytes(root, rel), config)
 
 
-def index_files(paths: Iterable[str], read: Callable[[str], bytes | None], config: BM25Config) -> BM25Index:
+def index_files(paths: Iterable[str], read: Callable[[str], bytes | None], config: BM25Config,
+                policy: FilePolicy | None = None) -> BM25Index:
     """:func:`build_index` over any snapshot: ``paths`` (repository-relative, within ``max_file_bytes``) and
     ``read`` (a path's bytes; None skips it), so a checkout-free tool environment indexes its own files
-    (:func:`environment_index`) as the ``bm25`` retriever indexes a checkout."""
+    (:func:`environment_index`) as the ``bm25`` retriever indexes a checkout. ``policy``: ``policy_from(config)``,
+    given where the caller already built it."""
     import bm25s
 
-    policy = policy_from(config)
+    policy = policy or policy_from(config)
     files, docs, weights, defs = [], [], [], {}
     for rel in paths:
         if not policy.keeps(rel):
@@ -314,9 +316,10 @@ def environment_index(env: "object") -> BM25Index:
     if hit is not None:
         return hit
     config = BM25Config()
+    policy = policy_from(config)
     # files the index's policy drops (docs, other suffixes: ~28% of a sympy snapshot's) are not read at all
-    contents = dict(env.file_contents(config.max_file_bytes, policy_from(config).keeps))
-    index = index_files(list(contents), contents.get, config)
+    contents = dict(env.file_contents(config.max_file_bytes, policy.keeps))
+    index = index_files(list(contents), contents.get, config, policy)
     if key is not None:
         _ENV_INDEXES.put(key, index)
     return index
