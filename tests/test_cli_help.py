@@ -84,6 +84,13 @@ def test_agent_benchmarks_run_the_profile_with_set_and_record_it(monkeypatch, ca
     assert out.splitlines()[0] == "profile: --set agent.max_observation_tokens=512"
     assert main(["bench", "ceiling", "--profile", "ci", "--tasks", "1"]) == 0
     assert seen[-1]["agent"]["max_observation_tokens"] != 512 and "--set" not in capsys.readouterr().out
+    result = tmp_path / "ceiling.json"
+    assert main(["bench", "ceiling", "--profile", "ci", "--tasks", "1", "--set", "agent.max_turns=2",
+                 "--result", str(result)]) == 0
+    capsys.readouterr()
+    saved = json.loads(result.read_text())
+    assert saved["overrides"] == {"agent.max_turns": 2} and saved["rows"][0]["p_at_1"] == 1.0
+    assert saved["profile"] == "ci" and saved["tasks"] == 1 and "git_commit" in saved and "cpu" in saved
 
     monkeypatch.setattr(curve, "demos_curve", lambda cfg, *a, **k: {"profile": cfg["profile"],
                                                                      "min_greps": cfg["agent"]["min_greps"]})

@@ -279,12 +279,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _bench_ceiling(args: argparse.Namespace) -> int:
     from codegrep.config import cli_profile
+    from codegrep.files import output_file, refuse_overwriting_inputs, write_atomic
     from codegrep.retrievers.scripted import ceiling_table, profile_ceiling
 
+    if args.result:  # refused before the work, not after
+        refuse_overwriting_inputs({"--result": args.result}, {"--profile": args.profile})
+        output_file(args.result, "--result")
     cfg = cli_profile(args.profile, args.set)
     if cfg["_overrides"]:  # the 'profile' column is the profile with these
         print("profile: " + " ".join(f"--set {k}={v}" for k, v in cfg["_overrides"].items()))
-    print(ceiling_table(profile_ceiling(cfg, args.tasks, args.seed)).to_string())
+    rows = profile_ceiling(cfg, args.tasks, args.seed)
+    print(ceiling_table(rows).to_string())
+    if args.result:
+        from codegrep.agent.precision import cpu_features
+        from codegrep.report import provenance
+
+        doc = {"what": "P@1 scripted strategies reach through the agent's turn function on seeded TRAINING tasks, per "
+                       "protocol setting ('profile' = the profile with its overrides); no model, no evaluation instance",
+               "profile": cfg.get("profile"), "overrides": cfg["_overrides"], "tasks": args.tasks, "seed": args.seed,
+               "rows": rows, "cpu": cpu_features(), **provenance()}
+        write_atomic(args.result, json_text(doc) + "\n")
     return 0
 
 
@@ -297,6 +311,8 @@ def register_bench(bench_subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", type=positive_int, default=40, help="seeded train-split tasks (half real where any)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of that sample")
     add_set_option(p, "agent.max_observation_tokens=512 (the 'profile' column is then the profile with it)")
+    p.add_argument("--result", help="also write the rows as JSON here, with the profile, overrides, seed, CPU and "
+                   "commit (e.g. docs/results/ceiling_obs512.json)")
     p.set_defaults(func=_bench_ceiling)
     p = bench_subparsers.add_parser("retrieve", help="bm25 index/query speed vs a naive baseline; agent overhead")
     p.add_argument("--files", type=positive_int, default=2000, help="files in the benchmark repository")
