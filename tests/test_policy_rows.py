@@ -66,3 +66,31 @@ def test_rows_a_stopped_parallel_run_left_in_its_parts_are_kept(setup, tmp_path)
     assert rows[0].get("marker") == "from the part" and "marker" not in rows[1]  # reused, not decoded again
     assert not (tmp_path / "rows.part1.jsonl").exists()
     assert [r["instance_id"] for r in _lines(out)] == [t.instance_id for t in tasks[:2]]
+
+
+def test_the_train_check_caches_rows_per_env_as_well_as_per_agent(tmp_path, monkeypatch):
+    """``bench policies`` / notebook 03's training-task check reuse cached rows only under the settings that made
+    them. Its key held the agent section alone, so ``--set env.max_output_lines=1000`` (what the tools show) reused
+    rows made at 200; it now keys on what notebook 03's evaluation cache keys on (agent, env, tasks, seed)."""
+    from types import SimpleNamespace
+
+    from codegrep.config import cli_profile
+    from codegrep.rl import curve, policy_rows
+
+    tasks = [SimpleNamespace(instance_id=f"o__r-{i}") for i in range(2)]
+    run = tmp_path / "run"
+    (run / "final").mkdir(parents=True)
+    monkeypatch.setattr(curve, "run_record", lambda d: ({}, {}, run / "warm", run / "final"))
+    monkeypatch.setattr(curve, "real_train_split", lambda cfg, dev, seed: (tasks, [], None))
+    monkeypatch.setattr(curve, "expert_p_at_1", lambda tasks, resolver, cfg: [0.0] * len(tasks))
+    written = []
+
+    def rows(cfg, model, tasks, resolver, out, progress=True):
+        written.append(out.parent)
+        return [{"p@1": 0.0, "extra": {}} for _ in tasks]
+
+    monkeypatch.setattr(policy_rows, "agent_rows", rows)
+    for sets in ([], ["env.max_output_lines=1000"], [], ["agent.max_turns=2"]):
+        curve.unused_train_check(cli_profile("ci", sets), run, tmp_path / "out")
+    folders = written[::2]  # the warm start's of each call (the GRPO policy's is beside it)
+    assert folders[0] == folders[2] and len({folders[0], folders[1], folders[3]}) == 3

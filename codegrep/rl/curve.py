@@ -8,7 +8,7 @@ greedily on the dev tasks through the real turn function. Beside each point: the
 the same dev tasks (what exact imitation reaches), a Wilson 95% interval, format errors and times. The dev set is
 small (15 by default): the intervals are wide, and the output says so.
 
-Every point is cached under ``--out`` in a folder keyed by its demonstrations, SFT settings, agent section
+Every point is cached under ``--out`` in a folder keyed by its demonstrations, SFT settings, agent and env sections
 and dev tasks, so a re-run reuses a point only when all of them are the same.
 
 ``codegrep bench policies`` (:func:`unused_train_check`) is the train-side check of a finished run: its warm start
@@ -118,7 +118,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
             continue
         demos += extra
         settings = {"sft": [cg.model, cg.sft_epochs, cg.sft_learning_rate, cg.sft_batch_size, bf16, sft.SFT_RECIPE],
-                    "agent": cfg.get("agent"), "dev": [t.instance_id for t in dev_tasks]}
+                    "agent": cfg.get("agent"), "env": cfg.get("env"), "dev": [t.instance_id for t in dev_tasks]}
         point_dir = out / f"tasks-{n}-{sft.demos_key([d['messages'] for d in demos], settings)}"  # reused only as is
         point_dir.mkdir(parents=True, exist_ok=True)
         model = sft.warm_start(resolve_model(cg.model), [d["messages"] for d in demos], point_dir / "model",
@@ -235,12 +235,15 @@ def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path
     them, no GRPO prompt; never an evaluation instance), beside the scripted expert; paired wins and losses and
     which policy this train-side check would keep. These tasks lean hard: the demonstrations are rejection
     sampled, so most unused tasks are ones where the expert's first file was not gold. Rows are cached under
-    ``out`` in a folder keyed by the run, its two policies, the agent section and the tasks."""
+    ``out`` in a folder keyed by the run, its two policies, the tasks and what notebook 03's evaluation cache keys on
+    (``training_stage.evaluation_stamp``: the agent, env and tasks sections and the seed, so a ``--set`` of any of
+    them evaluates again)."""
     from codegrep.agent.precision import cpu_features
     from codegrep.claims import wilson
     from codegrep.report import provenance
     from codegrep.rl import sft
     from codegrep.rl.policy_rows import agent_rows
+    from codegrep.rl.training_stage import evaluation_stamp
 
     run_dir = Path(run_dir)
     config, manifest, warm, final = run_record(run_dir)
@@ -251,9 +254,9 @@ def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path
     if not tasks:
         raise NoUnusedTask(f"--run {run_dir}: every real train task of profile {cfg.get('profile')} was a "
                         "demonstration or a GRPO prompt; none is left to check on")
-    key = sft.demos_key([], {"run": str(run_dir.resolve()), "warm": str(warm.resolve()), "agent": cfg.get("agent"),
-                             "tasks": [t.instance_id for t in tasks],
-                             "done": (run_dir / "done.json").read_text() if (run_dir / "done.json").is_file() else ""})
+    # what the rows depend on, as notebook 03's evaluation cache reads it (the run, agent, env, tasks, seed)
+    key = sft.demos_key([], {"run": str(run_dir.resolve()), "warm": str(warm.resolve()),
+                             "stamp": evaluation_stamp(cfg, run_dir), "tasks": [t.instance_id for t in tasks]})
     folder = Path(out) / f"{run_dir.name}-{key}"
     arms = {}
     for name, model in (("warm_start", warm), ("grpo", final)):
