@@ -236,14 +236,13 @@ def unused_train_check(cfg: dict[str, Any], run_dir: str | Path, out: str | Path
     which policy this train-side check would keep. These tasks lean hard: the demonstrations are rejection
     sampled, so most unused tasks are ones where the expert's first file was not gold. Rows are cached under
     ``out`` in a folder keyed by the run, its two policies, the tasks and what notebook 03's evaluation cache keys on
-    (``training_stage.evaluation_stamp``: the agent, env and tasks sections and the seed, so a ``--set`` of any of
+    (``policy_rows.evaluation_stamp``: the agent, env and tasks sections and the seed, so a ``--set`` of any of
     them evaluates again)."""
     from codegrep.agent.precision import cpu_features
     from codegrep.claims import wilson
     from codegrep.report import provenance
     from codegrep.rl import sft
-    from codegrep.rl.policy_rows import agent_rows
-    from codegrep.rl.training_stage import evaluation_stamp
+    from codegrep.rl.policy_rows import agent_rows, evaluation_stamp
 
     run_dir = Path(run_dir)
     config, manifest, warm, final = run_record(run_dir)

@@ -17,6 +17,16 @@ from codegrep.files import open_append
 from codegrep.quiet import show_bar
 
 
+def evaluation_stamp(cfg: dict[str, Any], run_dir: str | Path) -> dict[str, Any]:
+    """What a run's cached agent rows depend on besides the instances: the trained run (its ``done.json``), the
+    profile's agent, env and tasks sections and seed (notebook 03's evaluation cache and the training-task check
+    key on it)."""
+    done = Path(run_dir) / "done.json"
+    record = {"run": json.loads(done.read_text()) if done.is_file() else None, "seed": cfg.get("seed"),
+              **{k: cfg.get(k) for k in ("agent", "env", "tasks")}}
+    return json.loads(json.dumps(record, sort_keys=True, default=str))
+
+
 def initial_policy_dir(config: dict[str, Any]) -> Path | None:
     """The policy a run started GRPO from (its ``config.json`` ``initial_policy``: the warm start, or the base
     model), or None when the record has none; a relative path from runs written before paths were absolute is read

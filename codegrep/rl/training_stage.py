@@ -56,17 +56,8 @@ def _eval_dir(artifacts: str | Path, run_name: str) -> Path:
     return Path(artifacts) / "train" / "eval" / run_name
 
 
-def evaluation_stamp(cfg: dict[str, Any], run_dir: str | Path) -> dict[str, Any]:
-    """What the cached evaluation rows of a run depend on besides the instances: the trained run (its
-    ``done.json``), the profile's agent, env and tasks sections and seed."""
-    done = Path(run_dir) / "done.json"
-    record = {"run": json.loads(done.read_text()) if done.is_file() else None, "seed": cfg.get("seed"),
-              **{k: cfg.get(k) for k in ("agent", "env", "tasks")}}
-    return json.loads(json.dumps(record, sort_keys=True, default=str))
-
-
 def evaluation_dir(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Path) -> Path:
-    """The run's evaluation-row cache, emptied when what its rows depend on changed (:func:`evaluation_stamp`: a
+    """The run's evaluation-row cache, emptied when what its rows depend on changed (``policy_rows.evaluation_stamp``: a
     retrained run, a notebook's override of the agent section ...). A cache written before stamps were kept is
     stamped and reused."""
     import shutil
@@ -74,6 +65,8 @@ def evaluation_dir(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Pa
     from codegrep.files import write_atomic
 
     out = _eval_dir(artifacts, Path(run_dir).name)
+    from codegrep.rl.policy_rows import evaluation_stamp
+
     stamp, want = out / "stamp.json", evaluation_stamp(cfg, run_dir)
     if stamp.is_file() and json.loads(stamp.read_text()) != want:
         shutil.rmtree(out)
