@@ -702,3 +702,102 @@ def test_bench_decode_precisions_compares_the_profiles_path_in_each_precision(tm
     assert [arm["decode_precision"] for arm in doc["arms"].values()] == ["fp32", "bf16"] and copies
     assert doc["identical_episodes_share_precisions"]["decode_fp32"] == 1.0
     assert doc["speedup_precisions"]["decode_fp32"] == 1.0 and doc["speedup_precisions"]["decode_bf16"] > 0
+
+
+def test_span_attention_gives_padded_sdpa_outputs_on_a_left_padded_batch_with_holes():
+    """``row_spans.span_attention`` (each group of rows from its earliest non-padding slot, on views) returns what
+    transformers' SDPA attention returns over the whole padded width, for one-token and several-token steps, with
+    masked holes inside a row, one query head group per key/value head."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from codegrep.agent.row_spans import row_spans, span_attention
+
+    torch.manual_seed(0)
+    module = SimpleNamespace(num_key_value_groups=2, is_causal=True)
+    starts, width = [30, 0, 25, 28], 40
+    for q in (1, 3):
+        query = torch.randn(4, 4, q, 8, dtype=torch.float64)
+        key, value = torch.randn(4, 2, width, 8, dtype=torch.float64), torch.randn(4, 2, width, 8, dtype=torch.float64)
+        mask = torch.zeros(4, 1, q, width, dtype=torch.bool)
+        for i, s in enumerate(starts):
+            mask[i, :, :, s:] = True
+        mask[1, :, :, 5:7] = False  # a hole (rejected drafts)
+        mask[:, :, :, width - q:] = torch.ones(q, q, dtype=torch.bool).tril()  # the step's own causal block
+        groups = row_spans(starts, width, call_cost=0)
+        assert len(groups) > 1 and any(s > 0 for _, _, s in groups)
+        plain = sdpa_attention_forward(module, query, key, value, mask)[0]
+        spanned, _ = span_attention(module, query, key, value, mask, row_spans=groups)
+        assert spanned.shape == plain.shape and torch.allclose(spanned, plain, atol=1e-12)
+
+
+def test_decoding_attends_through_row_spans_and_writes_the_tokens_padded_attention_writes(monkeypatch):
+    """``decode_rows`` switches the model to span attention for its steps only (a hook sees the implementation; the
+    model is SDPA again after), hands it groups that skip padding, and writes the same greedy tokens as attention over
+    the padded width, drafts included; ``span_attention=False`` never switches."""
+    import torch
+
+    from codegrep.agent import row_spans
+    from codegrep.agent.prefix_cache import PrefixCache, generate_with_prefix_cache
+
+    monkeypatch.setattr(row_spans, "CALL_COST", 0)  # tiny rows: split wherever padding is skipped
+    model, rows = _tiny_lm(), _tiny_rows()
+    model.config._attn_implementation = "sdpa"
+    seen_spans, seen_impl = [], []
+    real = row_spans.step_spans
+    monkeypatch.setattr(row_spans, "step_spans", lambda attn: seen_spans.append(real(attn)) or seen_spans[-1])
+    hook = model.model.layers[0].self_attn.register_forward_hook(
+        lambda module, args, out: seen_impl.append(module.config._attn_implementation))
+    kw = dict(max_new_tokens=30, do_sample=False, pad_token_id=0, draft_tokens=3)
+    spanned, _ = generate_with_prefix_cache(model, rows, PrefixCache(1 << 30), 0, span_attention=True, **kw)
+    decoded = set(seen_impl)
+    seen_impl.clear()
+    padded, _ = generate_with_prefix_cache(model, rows, PrefixCache(1 << 30), 0, span_attention=False, **kw)
+    hook.remove()
+    assert torch.equal(spanned, padded)
+    assert row_spans.NAME in decoded and "sdpa" in decoded  # prefill: SDPA; decoding steps: spans
+    assert set(seen_impl) == {"sdpa"} and model.config._attn_implementation == "sdpa"
+    assert any(len(groups) > 1 and any(s > 0 for _, _, s in groups) for groups in seen_spans)
+    n = len(seen_spans)
+    generate_with_prefix_cache(model, rows, PrefixCache(1 << 30), 0, span_attention=False, **kw)
+    assert len(seen_spans) == n  # padded decoding computes no spans
+
+
+def test_span_attention_switch_is_restored_on_errors_and_leaves_other_attentions_alone():
+    """``row_spans.spans``: an error inside still restores SDPA; a model on another attention (eager) is not
+    switched (its forward never takes ``row_spans``)."""
+    from codegrep.agent import row_spans
+
+    model = _tiny_lm()
+    model.config._attn_implementation = "sdpa"
+    with pytest.raises(RuntimeError):
+        with row_spans.spans(model) as on:
+            assert on and model.config._attn_implementation == row_spans.NAME
+            raise RuntimeError("mid-step")
+    assert model.config._attn_implementation == "sdpa"
+    model.config._attn_implementation = "eager"
+    with row_spans.spans(model) as on:
+        assert not on and model.config._attn_implementation == "eager"
+    with row_spans.spans(model, on=False) as on:
+        assert not on
+
+
+def test_bench_decode_attention_compares_padded_and_span_attention(tmp_path, monkeypatch):
+    """``codegrep bench decode --attention padded spans``: one arm per attention in the order given, each policy
+    decoding as its arm says, episodes and time compared with the first arm's."""
+    from codegrep.agent import decode_bench
+    from codegrep.agent.policies import HFPolicy
+
+    path, cfg = _bench_setup(tmp_path, monkeypatch)
+    used = []
+    real = HFPolicy._generate_chunk
+    monkeypatch.setattr(HFPolicy, "_generate_chunk", lambda self, chunk: used.append(self.span_attention)
+                        or real(self, chunk))
+    doc = decode_bench.bench_decode(cfg, str(path), n=2, attentions=["padded", "spans"])
+    assert list(doc["arms"]) == ["attention_padded", "attention_spans"]
+    assert [arm["span_attention"] for arm in doc["arms"].values()] == [False, True]
+    assert used[0] is False and used[-1] is True
+    assert doc["identical_episodes_share_attentions"]["attention_padded"] == 1.0
+    assert doc["speedup_attentions"]["attention_padded"] == 1.0 and doc["speedup_attentions"]["attention_spans"] > 0

@@ -34,6 +34,13 @@ each precision (``agent.decode_precision``; each with a prefix cache of its own)
 with seconds and ``peak_rss_mb``; ``identical_episodes_share_precisions`` compares each arm's turns with the first
 arm's and ``speedup_precisions`` its time with the first's.
 
+With ``attentions`` (``--attention padded spans``) the arms are the profile's path (``fast``) with each decoding
+attention, in the order given, each with a prefix cache of its own: ``attention_padded`` (every row reads the batch's
+whole left-padded cache), ``attention_spans`` (each group of rows from its earliest non-padding slot,
+``codegrep.agent.row_spans``; the default); ``identical_episodes_share_attentions`` compares each arm's turns with the
+first arm's and ``speedup_attentions`` its time with the first's (the same slots and weights: only float rounding
+can make turns differ).
+
 With ``processes`` (``--processes 2``, :func:`bench_processes`) the arms are one whole evaluation through
 ``codegrep.rl.policy_rows.agent_rows`` (notebook 03's path) in one process at the profile's ``agent.cpu_threads``,
 then the same with ``agent.eval_processes`` processes sharing its batches (the usable cores split evenly among
@@ -50,9 +57,11 @@ from typing import Any
 
 
 def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
-                 batch_sizes: list[int] | None = None, decode_precisions: list[str] | None = None) -> dict[str, Any]:
+                 batch_sizes: list[int] | None = None, decode_precisions: list[str] | None = None,
+                 attentions: list[str] | None = None) -> dict[str, Any]:
     """The JSON object ``codegrep bench decode`` prints (module docstring); ``batch_sizes`` compares the profile's
-    path at those batch sizes, ``decode_precisions`` in those decoding precisions, instead of against the baseline."""
+    path at those batch sizes, ``decode_precisions`` in those decoding precisions, ``attentions`` with those decoding
+    attentions (padded, spans), instead of against the baseline."""
     from codegrep.agent.loop import run_episodes
     from codegrep.agent.policies import HFPolicy, make_policy
     from codegrep.agent.precision import cpu_features
@@ -85,6 +94,12 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
             arm.decode_precision = resolve_precision(setting, name="--decode-precisions") \
                 if fast.device == "cpu" and fast.prefix_cache is not None else "fp32"
             arms[f"decode_{setting}"] = (arm, by_length)
+    elif attentions:
+        arms = {}
+        for setting in dict.fromkeys(attentions):
+            arm = _at_batch_size(fast, size)
+            arm.span_attention = setting == "spans"
+            arms[f"attention_{setting}"] = (arm, by_length)
     else:
         base = HFPolicy(fast.model, fast.tokenizer, max_new_tokens=fast.max_new_tokens, device=fast.device,
                         batch_size=size, cpu_precision=fast.cpu_precision, stop_after_calls=0, leave_batch=False,
@@ -119,7 +134,9 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
                              "generated_tokens": sum(t.completion_tokens for ep in episodes for t in ep.turns),
                              "p_at_1": round(sum(hits) / len(hits), 3), "draft_tokens": policy.draft_tokens,
                              "batch_size": policy.batch_size, "peak_rss_mb": rss.stop(),
-                             "decode_precision": getattr(policy, "decode_precision", "fp32")}
+                             "decode_precision": getattr(policy, "decode_precision", "fp32"),
+                             "span_attention": bool(getattr(policy, "span_attention", False) and policy.leave_batch
+                                                    and policy.prefix_cache is not None)}
         stats = policy.prefix_cache.stats if policy.prefix_cache else {}
         if stats.get("row_steps"):
             out["arms"][name]["tokens_per_row_step"] = round(stats["written_tokens"] / stats["row_steps"], 2)
@@ -128,14 +145,14 @@ def bench_decode(cfg: dict[str, Any], model: str, n: int = 32, seed: int = 0,
         same = [turns[x][i] == turns[y][i] for i in turns[x]]
         return round(sum(same) / len(same), 3)
 
-    if batch_sizes or decode_precisions:
+    if batch_sizes or decode_precisions or attentions:
         first = next(iter(arms))
-        kind = "batches" if batch_sizes else "precisions"
+        kind = "batches" if batch_sizes else "precisions" if decode_precisions else "attentions"
         out[f"identical_episodes_share_{kind}"] = {name: share(first, name) for name in arms}
         out["fastest"] = min(out["arms"], key=lambda name: out["arms"][name]["seconds"])
-        if decode_precisions:
-            out["speedup_precisions"] = {name: round(out["arms"][first]["seconds"] / max(arm["seconds"], 1e-9), 2)
-                                         for name, arm in out["arms"].items()}
+        if decode_precisions or attentions:
+            out[f"speedup_{kind}"] = {name: round(out["arms"][first]["seconds"] / max(arm["seconds"], 1e-9), 2)
+                                      for name, arm in out["arms"].items()}
     else:
         a, b = out["arms"]["baseline"], out["arms"]["fast"]
         out["speedup"] = round(a["seconds"] / max(b["seconds"], 1e-9), 2)

@@ -41,7 +41,8 @@ class HFPolicy:
                  prefix_cache_mb: int = 4096, cpu_precision: str = "fp32", stop_after_calls: int | None = 0,
                  leave_batch: bool = True, distinct_greps: bool = False,
                  copy_greps: bool = False, min_greps: int = 0, draft_tokens: int = 0,
-                 argument_keys: bool = False, submit_ranked: bool = False, decode_precision: str = "fp32") -> None:
+                 argument_keys: bool = False, submit_ranked: bool = False, decode_precision: str = "fp32",
+                 span_attention: bool = True) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -69,6 +70,9 @@ class HFPolicy:
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.batch_size, self.stop_strings = max(1, batch_size), list(stop_strings)
         self.leave_batch = leave_batch
+        self.span_attention = bool(span_attention)
+        """Decoding steps attend each group of rows from its earliest non-padding slot (``codegrep.agent.row_spans``;
+        False: the batch's whole padded width, what ``codegrep bench decode --attention padded`` times)."""
         self.draft_tokens = max(0, int(draft_tokens))
         """Prompt-lookup drafts verified per decoding step (``agent.draft_tokens``; ``prefix_cache.decode_rows``)."""
         self.controls = TurnControls(stop_after_calls, distinct_greps, copy_greps, min_greps, argument_keys,
@@ -99,6 +103,7 @@ class HFPolicy:
                 "prefix_cache_mb": self.prefix_cache.max_bytes >> 20 if self.prefix_cache else 0,
                 "prefill_precision": self.cpu_precision if self.prefix_cache else "fp32",
                 **({"decode_precision": self.decode_precision} if self.decode_precision != "fp32" else {}),
+                **({} if self.span_attention else {"span_attention": False}),
                 "draft_tokens": self.draft_tokens if self.prefix_cache and self.leave_batch else 0,
                 **dataclasses.asdict(self.controls)}
 
@@ -129,7 +134,8 @@ class HFPolicy:
             ids, width = generate_with_prefix_cache(self.model, rows, self.prefix_cache, self.pad_id,
                                                     prefill_precision=self.cpu_precision,
                                                     leave_batch=self.leave_batch, draft_tokens=self.draft_tokens,
-                                                    decode_precision=self.decode_precision, **kwargs)
+                                                    decode_precision=self.decode_precision,
+                                                    span_attention=self.span_attention, **kwargs)
             lengths = [len(r) for r in rows]
         else:
             side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"  # decoder-only: pad on the left

@@ -278,7 +278,8 @@ def _prefill(model: Any, ids: Any, store: PrefixCache, precision: str = "fp32",
 
 def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, pad_id: int,
                                prefill_precision: str = "fp32", leave_batch: bool = True, draft_tokens: int = 0,
-                               decode_precision: str = "fp32", **generate_kwargs: Any) -> tuple[Any, int]:
+                               decode_precision: str = "fp32", span_attention: bool = True,
+                               **generate_kwargs: Any) -> tuple[Any, int]:
     """Generate for ``rows`` (1-D id tensors); returns (left-padded output ids, prompt width).
 
     Rows are prefilled one by one against ``store``, then decoded together; each finished sequence is added
@@ -289,7 +290,8 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
     its bf16 copy (:meth:`PrefixCache.decoder`: weights, activations and key/value states in bf16, logits in fp32;
     :func:`decode_rows` only): a decoding step reads every weight and cached state once, so on 2 CPU cores it is
     bound by memory traffic, which bf16 halves. The states are then kept (and reused by the next turn's prefill) in
-    bf16. fp32 (the default) decodes with ``model`` itself.
+    bf16. fp32 (the default) decodes with ``model`` itself. ``span_attention``: :func:`decode_rows`' (True: each
+    group of rows attends from its earliest non-padding slot).
     """
     import torch
     from transformers import DynamicCache
@@ -334,7 +336,8 @@ def generate_with_prefix_cache(model: Any, rows: list[Any], store: PrefixCache, 
         del layers
     if cache is not None and settings is not None:
         settings["pad_token_id"] = pad_id if settings["pad_token_id"] is None else settings["pad_token_id"]
-        return decode_rows(decoder, ids, mask, cache, store, rows, width, draft_tokens=draft_tokens, **settings), width
+        return decode_rows(decoder, ids, mask, cache, store, rows, width, draft_tokens=draft_tokens,
+                           span_attention=span_attention, **settings), width
     with torch.inference_mode():
         out = model.generate(input_ids=ids, attention_mask=mask, **{cache_keyword(model): cache}, **generate_kwargs)
     if cache is None:
@@ -465,7 +468,7 @@ def _grouped_query_attention(on: bool) -> Iterator[None]:
 def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache, rows: list[Any], width: int, *,
                 max_new_tokens: int = 256, pad_token_id: int = 0, do_sample: bool = False, temperature: float = 1.0,
                 top_p: float = 1.0, top_k: int = 0, eos_token_id: Any = None, stopping_criteria: Any = None,
-                logits_processor: Any = None, draft_tokens: int = 0) -> Any:
+                logits_processor: Any = None, draft_tokens: int = 0, span_attention: bool = True) -> Any:
     """Decode a left-padded, prefilled batch; a row that ends (EOS, or ``stopping_criteria``) LEAVES the batch.
 
     ``model.generate`` keeps finished rows in the batch until the last one ends, so on 2 CPU cores one long row
@@ -483,8 +486,13 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
     cache slots of a rejected draft stay, masked out of attention (holes, as left padding is). Logits processors
     and stopping criteria see each row alone, one token at a time, as in plain decoding. ``codegrep bench decode``
     measures it against k = 0.
+
+    ``span_attention``: each step's attention reads each group of rows from its earliest non-padding slot
+    (:mod:`codegrep.agent.row_spans`) instead of the whole padded width; False: plain SDPA over the padded cache.
     """
     import torch
+
+    from codegrep.agent.row_spans import spans, step_spans
 
     eos = model.generation_config.eos_token_id if eos_token_id is None else eos_token_id
     eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
@@ -530,7 +538,7 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
             return True
         return stopping_criteria is not None and bool(stopping_criteria(seen(i), None)[0])
 
-    with torch.inference_mode():
+    with torch.inference_mode(), spans(model, span_attention) as spanned:
         while active:
             drafts = [drafters[i].draft()[:max_new_tokens - made[i] - 1] if k else [] for i in active]
             q = 1 + max(map(len, drafts))
@@ -540,9 +548,10 @@ def decode_rows(model: Any, ids: Any, mask: Any, cache: Any, store: PrefixCache,
                 feed[j, 1:1 + len(drafts[j])] = torch.tensor(drafts[j], dtype=torch.long)
             attn = torch.cat([attn, attn.new_ones((len(active), q))], 1)
             position = torch.tensor([pos[i] for i in active], device=device)[:, None] + torch.arange(q, device=device)
+            extra = {"row_spans": step_spans(attn)} if spanned else {}
             with _grouped_query_attention(gqa and q > 1):
                 logits = model(input_ids=feed, attention_mask=attn, position_ids=position, **{keyword: cache},
-                               use_cache=True).logits
+                               use_cache=True, **extra).logits
             keep, finished = [], []
             store.stats["row_steps"] += len(active)
             for j, i in enumerate(active):

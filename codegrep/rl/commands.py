@@ -280,8 +280,9 @@ def register_bench(bench_subparsers: Any) -> None:
         description="Runs the agent greedily on --tasks seeded real train tasks twice in one process: the baseline "
                     "(model.generate, no early stop, tasks in seeded order) and the profile's path (codegrep/agent/"
                     "decode_bench.py). With --batch-sizes, the profile's path at each batch size instead (seconds "
-                    "and peak resident memory of each); with --decode-precisions, at each decoding precision. Prints one JSON object: seconds, speedup, tokens, P@1 of each "
-                    "arm.")
+                    "and peak resident memory of each); with --decode-precisions, at each decoding precision; with "
+                    "--attention, with each decoding attention. Prints one JSON object: seconds, speedup, tokens, P@1 "
+                    "of each arm.")
     c.add_argument("--profile", default="smoke", help="profile whose agent/env sections and train split apply")
     add_set_option(c, "agent.draft_tokens=0")
     c.add_argument("--model", default="smollm2", help="model directory or name (e.g. a run's final/ directory)")
@@ -294,6 +295,11 @@ def register_bench(bench_subparsers: Any) -> None:
                    help="compare the profile's path decoding in these agent.decode_precision values (the first is "
                         "the reference of identical episodes and speedups) instead of against the baseline, e.g. "
                         "--decode-precisions fp32 bf16")
+    c.add_argument("--attention", nargs="+", metavar="A", choices=("padded", "spans"),
+                   help="compare the profile's path with these decoding attentions (the first is the reference): "
+                        "padded = every row reads the batch's whole left-padded cache, spans = each group of rows "
+                        "from its earliest non-padding slot (codegrep/agent/row_spans.py), e.g. --attention padded "
+                        "spans")
     c.add_argument("--processes", type=positive_int, metavar="N",
                    help="compare one evaluation process (the profile's agent.cpu_threads) with N processes sharing "
                         "the same batches (agent.eval_processes; the cores split evenly), each through agent_rows: "
@@ -318,7 +324,8 @@ def _bench_decode(args: argparse.Namespace) -> int:
     from codegrep.errors import UserError
 
     given = [name for name, value in (("--processes", args.processes), ("--batch-sizes", args.batch_sizes),
-                                      ("--decode-precisions", args.decode_precisions)) if value]
+                                      ("--decode-precisions", args.decode_precisions),
+                                      ("--attention", args.attention)) if value]
     if len(given) > 1:
         raise UserError(f"{' and '.join(given)}: give one of them (each is its own comparison)")
     cfg = cli_profile(args.profile, args.set)
@@ -328,7 +335,7 @@ def _bench_decode(args: argparse.Namespace) -> int:
         doc = bench_processes(cfg, str(resolve_model(args.model)), args.tasks, args.seed, args.processes)
     else:
         doc = bench_decode(cfg, str(resolve_model(args.model)), args.tasks, args.seed, args.batch_sizes,
-                           args.decode_precisions)
+                           args.decode_precisions, args.attention)
     _record_overrides(doc, cfg)
     text = json.dumps(doc, indent=1)
     if args.result:
