@@ -64,7 +64,7 @@ def span_attention(module: Any, query: Any, key: Any, value: Any, attention_mask
     query, cache and mask rows and slots it names; without spans or a mask (nothing padded), the plain call."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if not row_spans or attention_mask is None or len(row_spans) == 1 and row_spans[0][2] == 0:
+    if not row_spans or attention_mask is None or (len(row_spans) == 1 and row_spans[0][2] == 0):
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     import torch
 

@@ -20,7 +20,8 @@ from codegrep.rl.expert_iteration import ARM
 from codegrep.rl.training_run import finished_with, train, train_arguments
 from codegrep.rl.panels import CURVE_PANELS, PANELS
 from codegrep.rl.trainer import read_metrics
-from codegrep.rl.policy_rows import TRAINED_POLICIES, agent_rows, initial_policy_dir, ranked_line_numbers
+from codegrep.rl.policy_rows import (TRAINED_POLICIES, agent_rows, evaluation_stamp, initial_policy_dir,
+                                     ranked_line_numbers)
 
 POLICIES = ("untrained", "warm start", "GRPO")
 """The trained agent's curve: before SFT, after SFT (warm start), after GRPO."""
@@ -65,8 +66,6 @@ def evaluation_dir(cfg: dict[str, Any], run_dir: str | Path, artifacts: str | Pa
     from codegrep.files import write_atomic
 
     out = _eval_dir(artifacts, Path(run_dir).name)
-    from codegrep.rl.policy_rows import evaluation_stamp
-
     stamp, want = out / "stamp.json", evaluation_stamp(cfg, run_dir)
     if stamp.is_file() and json.loads(stamp.read_text()) != want:
         shutil.rmtree(out)
