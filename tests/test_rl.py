@@ -229,7 +229,11 @@ def test_exact_probe_kl_matches_torch_and_is_zero_for_the_same_model():
     with torch.no_grad():
         pol.lm_head.weight.add_(0.5 * torch.randn_like(pol.lm_head.weight))
     cache: list = []
+    head_rows = []  # the LM head runs on the probed positions only, not on every position of the sequence
+    hook = pol.lm_head.register_forward_hook(lambda m, a, out: head_rows.append(a[0].shape[1]))
     kl = probe_kl(pol, ref, probes, ref_cache=cache)
+    hook.remove()
+    assert head_rows == [3]
     with torch.no_grad():  # by hand: positions 2, 3, 5 predict the model tokens 4, 5, 7
         ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
         manual = full_vocab_kl(pol(ids).logits[0, [2, 3, 5]], ref(ids).logits[0, [2, 3, 5]]).mean()

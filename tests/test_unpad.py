@@ -35,11 +35,11 @@ def _grpo_batch():
     return torch.cat([prompt, completion], 1), torch.cat([prompt_mask, completion_mask], 1), completion_mask
 
 
-def _trainer(unpad: bool):
+def _trainer(unpad: bool, labelled_only: bool = True):
     from codegrep.rl.trainer import CodeGrepGRPOTrainer
 
     t = object.__new__(CodeGrepGRPOTrainer)  # only what the log-prob path reads
-    t.cg = SimpleNamespace(unpad_loss_rows=unpad)
+    t.cg = SimpleNamespace(unpad_loss_rows=unpad, loss_labelled_only=labelled_only)
     t.accelerator = SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True)
     return t
 
@@ -116,3 +116,120 @@ def test_sft_right_padding_mask_is_dropped_without_changing_the_loss():
     model.train()
     model(input_ids=ids, attention_mask=mask, labels=labels)
     assert seen[4] is mask
+
+
+@contextlib.contextmanager
+def _head_rows(monkeypatch):
+    """The number of hidden-state rows each call of TRL's fused LM head projects."""
+    import trl.trainer.utils as tu
+
+    rows, real = [], tu._ChunkedLogProbFunction
+
+    class Counting:
+        @staticmethod
+        def apply(hidden, *args):
+            rows.append(hidden.shape[0])
+            return real.apply(hidden, *args)
+
+    monkeypatch.setattr(tu, "_ChunkedLogProbFunction", Counting)
+    yield rows
+
+
+@pytest.mark.parametrize("unpad, every, scored_rows", [
+    (False, 3 * 10, 5 + 3),  # TRL's padded batch: 3 rows x 10 predicting positions; the real completion tokens
+    (True, 10 + 6 + 2, 5 + 3 + 1),  # flushed, rows alone (36% pads): each row's window, the empty one's pad too
+])
+def test_grpo_head_scores_completion_positions_only_with_the_same_log_probs_and_gradients(unpad, every, scored_rows,
+                                                                                          monkeypatch):
+    """loss_labelled_only: TRL's fused head projects only the scored positions on CPU (it projects every position
+    otherwise), with the same log-probs, entropies and gradients (fp64; gradients to fp32 round-off)."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    model = _tiny_llama()
+    add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    ids, attention, completion_mask = _grpo_batch()
+    results = {}
+    for labelled in (False, True):
+        model.zero_grad(set_to_none=True)
+        with _head_rows(monkeypatch) as rows:
+            logps, ent, _ = _trainer(unpad, labelled)._get_per_token_logps_and_entropies(
+                model, ids, attention, 5, 3, compute_entropy=True)
+        (logps * completion_mask).sum().backward()
+        results[labelled] = (logps * completion_mask, ent * completion_mask,
+                             [p.grad.clone() for p in model.parameters()], sum(rows))
+    (lp0, e0, g0, all_rows), (lp1, e1, g1, scored) = results[False], results[True]
+    assert torch.allclose(lp0, lp1, atol=1e-10) and torch.allclose(e0, e1, atol=1e-10)
+    assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-6) for a, b in zip(g0, g1))
+    assert (all_rows, scored) == (every, scored_rows)
+
+
+def test_labelled_positions_only_restores_trls_rule_after_an_error_and_nests():
+    import trl.trainer.utils as tu
+
+    from codegrep.rl.unpad import labelled_positions_only
+
+    rule, cpu = tu._use_triton, torch.device("cpu")
+    with pytest.raises(ZeroDivisionError):
+        with labelled_positions_only():
+            with labelled_positions_only():
+                assert tu._use_triton(cpu)
+            assert tu._use_triton(cpu)
+            1 / 0
+    assert tu._use_triton is rule and not tu._use_triton(cpu)
+    with labelled_positions_only(False):
+        assert tu._use_triton is rule
+
+
+def test_labelled_positions_only_refuses_a_trl_without_the_hook(monkeypatch):
+    import trl.trainer.utils as tu
+
+    from codegrep.rl.unpad import labelled_positions_only
+
+    monkeypatch.delattr(tu, "_use_triton")
+    with pytest.raises(RuntimeError, match="trl.trainer.utils has no _use_triton"):
+        with labelled_positions_only():
+            pass
+
+
+def test_a_batch_with_no_labelled_position_gives_a_zero_loss_and_zero_gradients():
+    """Compacted to no row at all, the head still returns a differentiable zero (TRL's masked_scatter)."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    from codegrep.rl.unpad import labelled_positions_only
+
+    model = _tiny_llama()
+    add_fused_lm_head(model)
+    ids = torch.randint(3, 300, (2, 6), generator=torch.Generator().manual_seed(3))
+    with labelled_positions_only():
+        out = model(input_ids=ids, labels=torch.full_like(ids, -100), fused_lm_head=True)
+    out.loss.backward()
+    assert float(out.loss.detach()) == 0.0 and out.log_probs.shape == (2, 5)
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
+def test_sft_trainer_scores_assistant_positions_only_with_the_same_loss(tmp_path, monkeypatch):
+    """The warm start's SFTTrainer (labelled_only, the default) projects only assistant positions through the
+    head and gets the loss of TRL's CPU forward, which projects every position."""
+    from codegrep.rl.sft import sft_trainer
+    from codegrep.rl.tiny_policy import build_tiny_policy
+
+    try:
+        path = build_tiny_policy(tmp_path / "models")
+    except FileNotFoundError as exc:
+        pytest.skip(f"SmolLM2 tokenizer not available: {exc}")
+    chats = [[{"role": "system", "content": "Find files."}, {"role": "user", "content": "issue text " * (40 + k)},
+              {"role": "assistant", "content": f"<tool_call>{{\"name\": \"submit\", \"arguments\": "
+                                               f"{{\"files\": [\"a{k}.py\"]}}}}</tool_call>"}] for k in range(3)]
+    seen = {}
+    for labelled in (False, True):
+        trainer, _, _ = sft_trainer(path, chats, tmp_path / f"w{labelled}", epochs=1, learning_rate=1e-5,
+                                    batch_size=3, seed=0, use_cpu=True, bf16=False, labelled_only=labelled)
+        batch = next(iter(trainer.get_train_dataloader()))
+        trainer.model.train()
+        with _head_rows(monkeypatch) as rows:
+            loss = trainer.compute_loss(trainer.model, dict(batch))
+        seen[labelled] = (float(loss), sum(rows), int((batch["labels"][:, 1:] != -100).sum()),
+                          batch["input_ids"].numel() - batch["input_ids"].size(0))
+    (loss0, all_rows, _, positions), (loss1, scored, labelled_n, _) = seen[False], seen[True]
+    assert all_rows == positions and scored == labelled_n < positions / 2
+    assert abs(loss0 - loss1) < 1e-5 * max(1.0, abs(loss0))

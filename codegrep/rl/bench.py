@@ -104,19 +104,21 @@ def _padding(trainer: Any) -> dict[str, float]:
 
 
 def bench_sft(model_path: Any, chats: list, batch_size: int, bf16: bool, bucketed: bool,
-              unmasked: bool) -> dict[str, Any]:
+              unmasked: bool, labelled_only: bool = True) -> dict[str, Any]:
     """One epoch of the warm start's real ``SFTTrainer`` on ``chats``: tokens/s and where the time went."""
     from codegrep.rl.sft import sft_trainer
 
     with tempfile.TemporaryDirectory(prefix="codegrep-bench-sft-") as work:
         trainer, _, info = sft_trainer(model_path, chats, work, epochs=1, learning_rate=1e-5, batch_size=batch_size,
-                                       seed=0, use_cpu=True, bf16=bf16, bucketed=bucketed, unmasked=unmasked)
+                                       seed=0, use_cpu=True, bf16=bf16, bucketed=bucketed, unmasked=unmasked,
+                                       labelled_only=labelled_only)
         pad = _padding(trainer)
         started = time.perf_counter()
         with contextlib.redirect_stdout(sys.stderr):  # the trainer's log lines: stdout holds only the JSON
             trainer.train()
         seconds = time.perf_counter() - started
-    return {"bf16": bf16, "bucketed": bucketed, "unmasked": unmasked, "batch_size": batch_size,
+    return {"bf16": bf16, "bucketed": bucketed, "unmasked": unmasked, "labelled_only": labelled_only,
+            "batch_size": batch_size,
             "tokens": info["tokens"],
             "seconds": round(seconds, 2), "tokens_per_s": info["tokens"] / seconds,
             "tokenize_s": round(info["tokenize_s"], 3), **{k: round(v, 4) for k, v in pad.items()}}
@@ -351,13 +353,17 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
     gc.collect()
     if not skip_sft:
         chats = synthetic_chats(tokenizer, sft_demos, sft_min_tokens, sft_max_tokens, seed)
-        base = bench_sft(path, chats, sft_batch, bf16=False, bucketed=False, unmasked=False)
+        base = bench_sft(path, chats, sft_batch, bf16=False, bucketed=False, unmasked=False, labelled_only=False)
         masked = bench_sft(path, chats, sft_batch, bf16=precision == "bf16", bucketed=True, unmasked=False)
+        every = bench_sft(path, chats, sft_batch, bf16=precision == "bf16", bucketed=True, unmasked=True,
+                          labelled_only=False)
         fast = bench_sft(path, chats, sft_batch, bf16=precision == "bf16", bucketed=True, unmasked=True)
         mean_len = base["tokens"] / sft_demos
         limit_sft = limit_flops[precision] / train_flops_per_token(int(mean_len))
-        out["sft"] = {"baseline": _rounded(base), "fast_masked": _rounded(masked), "fast": _rounded(fast),
+        out["sft"] = {"baseline": _rounded(base), "fast_masked": _rounded(masked),
+                      "fast_every_position": _rounded(every), "fast": _rounded(fast),
                       "unmasked_speedup": round(fast["tokens_per_s"] / masked["tokens_per_s"], 2),
+                      "labelled_only_speedup": round(fast["tokens_per_s"] / every["tokens_per_s"], 2),
                       "demos": sft_demos,
                       "lengths": [sft_min_tokens, sft_max_tokens], "limit_tokens_per_s": round(limit_sft, 1),
                       "ratio_to_limit": round(fast["tokens_per_s"] / limit_sft, 3),

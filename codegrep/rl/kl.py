@@ -131,11 +131,11 @@ def probe_kl(policy: torch.nn.Module, reference: torch.nn.Module, probes: list[d
                                device=device)
             if not len(pos):
                 continue
-            pol = policy(input_ids=ids).logits[0, pos]
+            pol = policy(input_ids=ids, logits_to_keep=pos).logits[0]  # the head on the probed positions only
             if ref_cache is not None and k < len(ref_cache):
                 ref = ref_cache[k].to(device)
             else:
-                ref = reference(input_ids=ids).logits[0, pos].float()
+                ref = reference(input_ids=ids, logits_to_keep=pos).logits[0].float()
                 if ref_cache is not None:
                     ref_cache.append(ref.cpu())
             kl = full_vocab_kl(pol, ref, temperature)

@@ -24,7 +24,8 @@ def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-SFT_RECIPE = "assistant-only, constant lr, length-bucketed batches, right-padding masks dropped"
+SFT_RECIPE = ("assistant-only, constant lr, length-bucketed batches, right-padding masks dropped, "
+              "LM head on labelled positions only")
 """What else shapes a warm start besides its demonstrations and the fields of ``settings``: part of the cache key,
 changed whenever :func:`warm_start` changes how it trains."""
 
@@ -52,7 +53,7 @@ def length_buckets(lengths: Sequence[int], batch_size: int, seed: int) -> list[i
 def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], work_dir: str | Path, *,
                 epochs: float, learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
                 bucketed: bool = True, max_length: int = 2048, max_steps: int = -1,
-                unmasked: bool = True) -> tuple[Any, Any, dict]:
+                unmasked: bool = True, labelled_only: bool = True) -> tuple[Any, Any, dict]:
     """TRL's ``SFTTrainer`` on the demonstrations that fit ``max_length``: (trainer, tokenizer, info).
 
     ``bucketed`` batches demonstrations of similar length together (:func:`length_buckets`, read in that order:
@@ -61,6 +62,8 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
     does not group datasets under 16 batches, the smoke warm start's size). ``bf16`` is autocast (weights stay
     fp32). ``unmasked`` drops the collator's right-padding attention masks from the training forwards (the
     causal rule already hides trailing pads; CPU attention then runs its causal kernel: ``codegrep.rl.unpad``).
+    ``labelled_only`` runs the loss forward in ``codegrep.rl.unpad.labelled_positions_only``: TRL's fused LM head
+    then projects only assistant positions on CPU too, instead of every position of the demonstration.
     ``info`` holds ``n_demos``, ``dropped_too_long``, ``tokens`` (demonstration tokens per epoch) and
     ``tokenize_s``; the trainer's chat template is the training one (restore it with ``info["template"]``).
     """
@@ -100,6 +103,10 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
         from codegrep.rl.unpad import drop_right_padding_masks
 
         drop_right_padding_masks(trainer.model)  # the model is this trainer's alone (loaded above)
+    if labelled_only:
+        from codegrep.rl.unpad import score_labelled_only
+
+        score_labelled_only(trainer)
     info["tokenize_s"] = time.perf_counter() - started
     return trainer, tokenizer, info
 

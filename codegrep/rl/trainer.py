@@ -143,6 +143,12 @@ class CodeGrepArgs:
                 "CPU attention then runs its causal kernel instead of the masked one over the padded width "
                 "(codegrep.rl.unpad; `codegrep bench train` flushed_speedup_over_padded). The same log-probs; "
                 "false = TRL's padded batch forward."})
+    loss_labelled_only: bool = field(default=True, metadata={
+        "help": "The loss's, the reference's and the KL probe's log-probs run TRL's fused LM head on the scored "
+                "(completion) positions only on CPU too, as TRL does on Triton GPUs; on CPU TRL otherwise "
+                "projects every prompt position through the 49K-wide head and zeroes it after "
+                "(codegrep.rl.unpad.labelled_positions_only). The same log-probs up to float rounding; false = "
+                "TRL's CPU behaviour."})
     constrained_loss: bool = field(default=False, metadata={
         "help": "The loss and the KL probe read the log-probs of the distribution the rollouts sampled from: where a "
                 "turn control (agent.copy_greps, argument_keys, min_greps, distinct_greps) banned tokens, the "
@@ -455,15 +461,17 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         """TRL's log-probs (and entropies); with ``unpad_loss_rows`` each chunk of ``batch_size`` rows is flushed
         left (every row's real tokens from column 0, trailing pads only) and run with no attention mask, one row
         at a time where flushing leaves the chunk mostly pads (``codegrep.rl.unpad``). Batches where a row's real
-        tokens are not one run reaching into the prompt, and multimodal ones, keep TRL's padded forward. Outputs
-        have TRL's shapes; positions outside a row's real tokens hold 0 (the loss masks them)."""
-        from codegrep.rl.unpad import flushed_rows
+        tokens are not one run reaching into the prompt, and multimodal ones, keep TRL's padded forward. With ``loss_labelled_only`` the
+        head scores completion positions only (``labelled_positions_only``). Outputs have TRL's shapes; positions
+        outside a row's real tokens hold 0 (the loss masks them)."""
+        from codegrep.rl.unpad import flushed_rows, labelled_positions_only
 
         plain = not any(v is not None for k, v in kwargs.items() if k not in ("compute_entropy", "compute_aux_loss"))
         flush = flushed_rows(attention_mask, logits_to_keep) if self.cg.unpad_loss_rows and plain else None
         restricted = getattr(self, "row_restrictions", None)
         restricted = restricted if restricted is not None and any(restricted) else None
-        with _maybe_capture(model, self, restricted is not None) as hidden:
+        with _maybe_capture(model, self, restricted is not None) as hidden, \
+                labelled_positions_only(self.cg.loss_labelled_only):
             if flush is None:
                 out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                                   batch_size, **kwargs)
