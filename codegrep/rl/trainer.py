@@ -461,9 +461,9 @@ class CodeGrepGRPOTrainer(GRPOTrainer):
         """TRL's log-probs (and entropies); with ``unpad_loss_rows`` each chunk of ``batch_size`` rows is flushed
         left (every row's real tokens from column 0, trailing pads only) and run with no attention mask, one row
         at a time where flushing leaves the chunk mostly pads (``codegrep.rl.unpad``). Batches where a row's real
-        tokens are not one run reaching into the prompt, and multimodal ones, keep TRL's padded forward. With ``loss_labelled_only`` the
-        head scores completion positions only (``labelled_positions_only``). Outputs have TRL's shapes; positions
-        outside a row's real tokens hold 0 (the loss masks them)."""
+        tokens are not one run reaching into the prompt, and multimodal ones, keep TRL's padded forward. With
+        ``loss_labelled_only`` the head scores completion positions only (``labelled_positions_only``). Outputs
+        have TRL's shapes; positions outside a row's real tokens hold 0 (the loss masks them)."""
         from codegrep.rl.unpad import flushed_rows, labelled_positions_only
 
         plain = not any(v is not None for k, v in kwargs.items() if k not in ("compute_entropy", "compute_aux_loss"))

@@ -19,9 +19,10 @@ forward+backward took 61 s, 41 s of it in attention, against 36 s unmasked (``co
 
 - **TRL's fused LM head on CPU** (:func:`labelled_positions_only`). ``model(..., labels=, fused_lm_head=True)``
   (SFT's and GRPO's loss, GRPO's reference log-probs) projects only the positions whose label is not -100 through
-  the 49K-wide head on Triton devices, but every position elsewhere (then zeroes the rest), so on CPU a GRPO row
-  of 1,500 prompt and 250 completion tokens, or a demonstration whose assistant turns are a fifth of it, pays the
-  head's projection, softmax, entropy and backward for every prompt token. The switch applies TRL's own
+  the 49K-wide head on Triton devices, but every position elsewhere (then zeroes the rest), so on CPU a
+  demonstration whose assistant turns are a fifth of its tokens, or a GRPO row whose prompt (~650 tokens on smoke)
+  is about as long as its turns and observations, pays the head's projection, softmax, entropy and backward for
+  every unscored token. The switch applies TRL's own
   compaction on CPU too (measured by hand on 16 of the smoke warm start's demonstrations, 4 SFT steps of 4: 85.5 s
   -> 43.9 s, two orders; ``codegrep bench train``: ``sft.labelled_only_speedup``).
 
