@@ -282,6 +282,8 @@ CASES = [
     Case("bench env --modes unknown", ["bench", "env", "--modes", "objects,nope"], ["--modes", "nope"]),
     Case("bench train min above max", ["bench", "train", "--sft-min-tokens", "900", "--sft-max-tokens", "100"],
          ["--sft-min-tokens 900", "--sft-max-tokens 100"]),
+    Case("bench train --scored-share above 1", ["bench", "train", "--scored-share", "1.5"], ["--scored-share 1.5"]),
+    Case("bench train --scored-share 0", ["bench", "train", "--scored-share", "0"], ["--scored-share", "'0'"]),
     Case("bench decode --result under a file", ["bench", "decode", "--result", f"{T}/f.txt/r.json"],
          ["--result", "f.txt"], {"f.txt": "keep\n"}),
     Case("bench decode --batch-sizes 0", ["bench", "decode", "--batch-sizes", "8", "0"], ["--batch-sizes", "'0'"]),

@@ -233,3 +233,17 @@ def test_sft_trainer_scores_assistant_positions_only_with_the_same_loss(tmp_path
     (loss0, all_rows, _, positions), (loss1, scored, labelled_n, _) = seen[False], seen[True]
     assert all_rows == positions and scored == labelled_n < positions / 2
     assert abs(loss0 - loss1) < 1e-5 * max(1.0, abs(loss0))
+
+
+def test_bench_head_arm_measures_both_rules_and_leaves_the_model_plain(monkeypatch):
+    """`codegrep bench train`'s head arm: both rules on the same rows (the head fed every predicting position, then
+    the labelled ones), rates and a speed-up, and the model's own forward back afterwards."""
+    from codegrep.rl.bench import bench_head
+
+    model = _tiny_llama()
+    with _head_rows(monkeypatch) as rows:
+        out = bench_head(model, rows=2, seq=10, scored_share=0.3, repeats=1, precision="fp32")
+    assert rows == [18, 6] * 2  # a warm-up, then one repeat per rule: 2 rows x 9 positions, 2 x 3 labelled
+    assert out["scored_share"] == 0.3 and out["labelled_only_speedup"] > 0
+    assert out["every_position_tokens_per_s"] > 0 and out["labelled_only_tokens_per_s"] > 0
+    assert "forward" not in vars(model)  # TRL's fused forward removed: later forwards are the model's own

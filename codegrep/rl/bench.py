@@ -179,6 +179,43 @@ def bench_loss(model: Any, batch: int, seq: int, repeats: int, padded_precision:
     return out
 
 
+def bench_head(model: Any, rows: int, seq: int, scored_share: float, repeats: int, precision: str) -> dict[str, Any]:
+    """Forward + backward through TRL's fused LM head on loss rows shaped like GRPO's or SFT's: each row's first
+    ``1 - scored_share`` positions unlabelled (a prompt), the rest labelled (a completion); TRL's CPU rule (every
+    position through the head) against :func:`codegrep.rl.unpad.labelled_positions_only`, alternated ``repeats``
+    times (median), at ``precision``. Tokens/s count every position of the rows. ``model`` gets TRL's fused head for
+    the call and loses it after (generation later in the bench runs the plain forward)."""
+    import torch
+    from trl.trainer.utils import add_fused_lm_head
+
+    from codegrep.agent.precision import autocast
+    from codegrep.rl.unpad import labelled_positions_only
+
+    ids = torch.randint(100, model.config.vocab_size - 100, (rows, seq), generator=torch.Generator().manual_seed(1))
+    labels = ids.clone()
+    labels[:, :seq - max(1, round(seq * scored_share))] = -100
+    add_fused_lm_head(model)
+
+    def run(labelled: bool) -> None:
+        with labelled_positions_only(labelled), autocast(precision):
+            loss = model(input_ids=ids, labels=labels, fused_lm_head=True).loss
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    try:
+        run(False), run(True)  # warm-up
+        times: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(repeats):
+            for labelled in times:
+                times[labelled].append(_best_seconds(lambda: run(labelled), 1))
+    finally:
+        del model.forward  # add_fused_lm_head set an instance attribute over the class's forward
+    every, only = (rows * seq / statistics.median(times[k]) for k in (False, True))
+    return {"rows": rows, "tokens_per_row": seq, "scored_share": round(float((labels != -100).float().mean()), 3),
+            "every_position_tokens_per_s": round(every, 1), "labelled_only_tokens_per_s": round(only, 1),
+            "labelled_only_speedup": round(only / every, 2), "precision": precision}
+
+
 def optimizer_seconds(model: Any) -> float:
     """One AdamW step over every parameter (gradients of ones), as the trainers take it."""
     import torch
@@ -273,7 +310,7 @@ def decode_step(model: Any, group: int, context: int, precision: str, steps: int
 def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens: int = 640, sft_batch: int = 4,
                 group: int = 4, prompt_tokens: int = 384, new_tokens: int = 24, turns: int = 2, obs_tokens: int = 48,
                 loss_tokens: int = 256, repeats: int = 2, cpu_precision: str = "auto", skip_sft: bool = False,
-                seed: int = 0) -> dict[str, Any]:
+                seed: int = 0, scored_share: float = 0.5) -> dict[str, Any]:
     """The JSON object ``codegrep bench train`` prints (module docstring; keys say what they hold)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -314,6 +351,7 @@ def bench_train(*, sft_demos: int = 8, sft_min_tokens: int = 160, sft_max_tokens
                    "per_row_speedup_over_padded": round(loss["per_row_tokens_per_s"] / loss["padded_tokens_per_s"], 2),
                    "flushed_speedup_over_padded": round(loss["flushed_tokens_per_s"] / loss["padded_tokens_per_s"], 2)}
     out["optimizer_step_s"] = round(optimizer_seconds(model), 3)
+    out["head"] = bench_head(model, group, loss_tokens, scored_share, repeats, precision)
     model.eval()
 
     # generation

@@ -191,11 +191,14 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.sft_min_tokens > args.sft_max_tokens:
         raise UserError(f"--sft-min-tokens {args.sft_min_tokens} is above --sft-max-tokens {args.sft_max_tokens}")
+    if args.scored_share > 1:
+        raise UserError(f"--scored-share {args.scored_share}: a share of a row's positions, at most 1")
     print(json_text(bench_train(sft_demos=args.sft_demos, sft_min_tokens=args.sft_min_tokens,
                                  sft_max_tokens=args.sft_max_tokens, sft_batch=args.sft_batch, group=args.group,
                                  prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens, turns=args.turns,
                                  obs_tokens=args.obs_tokens, loss_tokens=args.loss_tokens, repeats=args.repeats,
-                                 cpu_precision=args.cpu_precision, skip_sft=args.skip_sft, seed=args.seed)))
+                                 cpu_precision=args.cpu_precision, skip_sft=args.skip_sft, seed=args.seed,
+                                 scored_share=args.scored_share)))
     return 0
 
 
@@ -210,14 +213,16 @@ def _demo_choice(value: str) -> str:
 
 def register_bench(bench_subparsers: Any) -> None:
     from codegrep.agent.precision import PRECISIONS
-    from codegrep.argtypes import non_negative_int, positive_int
+    from codegrep.argtypes import non_negative_int, positive_float, positive_int
     from codegrep.config import add_set_option
 
     p = bench_subparsers.add_parser(
         "train", help="SFT / GRPO generation / loss tokens/s of the 135M policy: all-off baseline vs fast path, "
                       "beside the FLOP/s and memory-bandwidth limits",
         description="Prints one JSON object: sft_speedup and generation_speedup (fast path over the all-off "
-                    "baseline, measured in the same run), each rate beside its limit (limit_flops, limit_bandwidth) "
+                    "baseline, measured in the same run), head.labelled_only_speedup (TRL's fused LM head on "
+                    "labelled positions only against every position, on CPU), each rate beside its limit "
+                    "(limit_flops, limit_bandwidth) "
                     "and the ratio, a step breakdown, the CPU's features and the chosen precision. A few minutes "
                     "on 2 cores at the defaults.")
     p.add_argument("--sft-demos", type=positive_int, default=8, help="generated SFT demonstrations (default 8)")
@@ -231,6 +236,10 @@ def register_bench(bench_subparsers: Any) -> None:
     p.add_argument("--obs-tokens", type=positive_int, default=48, help="observation tokens appended per turn")
     p.add_argument("--loss-tokens", type=positive_int, default=256, help="sequence length of the loss batch")
     p.add_argument("--repeats", type=positive_int, default=2, help="loss measurements per precision (median)")
+    p.add_argument("--scored-share", type=positive_float, default=0.5,
+                   help="head arm: share of each loss row's positions that carry a label, the rest a prompt (a "
+                        "smoke GRPO row's completion is about half of it, a demonstration's assistant turns about "
+                        "a fifth); TRL's CPU head over every position against labelled positions only (head.*)")
     p.add_argument("--cpu-precision", choices=PRECISIONS, default="auto",
                    help="the fast path's precision (default auto: bf16 where the CPU has native bf16)")
     p.add_argument("--skip-sft", action="store_true", help="skip the SFT arms (the slowest part)")

@@ -24,7 +24,7 @@ forward+backward took 61 s, 41 s of it in attention, against 36 s unmasked (``co
   is about as long as its turns and observations, pays the head's projection, softmax, entropy and backward for
   every unscored token. The switch applies TRL's own
   compaction on CPU too (measured by hand on 16 of the smoke warm start's demonstrations, 4 SFT steps of 4: 85.5 s
-  -> 43.9 s, two orders; ``codegrep bench train``: ``sft.labelled_only_speedup``).
+  -> 43.9 s, two orders; ``codegrep bench train``: ``sft.labelled_only_speedup``, ``head.labelled_only_speedup``).
 
 All three change how much work a forward does, not what it computes (tests: ``tests/test_unpad.py``, fp64).
 """
