@@ -22,9 +22,9 @@ forward+backward took 61 s, 41 s of it in attention, against 36 s unmasked (``co
   the 49K-wide head on Triton devices, but every position elsewhere (then zeroes the rest), so on CPU a
   demonstration whose assistant turns are a fifth of its tokens, or a GRPO row whose prompt (~650 tokens on smoke)
   is about as long as its turns and observations, pays the head's projection, softmax, entropy and backward for
-  every unscored token. The switch applies TRL's own
-  compaction on CPU too (measured by hand on 16 of the smoke warm start's demonstrations, 4 SFT steps of 4: 85.5 s
-  -> 43.9 s, two orders; ``codegrep bench train``: ``sft.labelled_only_speedup``, ``head.labelled_only_speedup``).
+  every unscored token. The switch applies TRL's own compaction on CPU too (measured by hand on 16 of the smoke
+  warm start's demonstrations, 4 SFT steps of 4: 85.5 s -> 43.9 s, two orders; ``codegrep bench train``:
+  ``sft.labelled_only_speedup``, ``head.labelled_only_speedup``).
 
 All three change how much work a forward does, not what it computes (tests: ``tests/test_unpad.py``, fp64).
 """
