@@ -23,8 +23,8 @@ forward+backward took 61 s, 41 s of it in attention, against 36 s unmasked (``co
   demonstration whose assistant turns are a fifth of its tokens, or a GRPO row whose prompt (~650 tokens on smoke)
   is about as long as its turns and observations, pays the head's projection, softmax, entropy and backward for
   every unscored token. The switch applies TRL's own compaction on CPU too (measured by hand on 16 of the smoke
-  warm start's demonstrations, 4 SFT steps of 4: 85.5 s -> 43.9 s, two orders; ``codegrep bench train``:
-  ``sft.labelled_only_speedup``, ``head.labelled_only_speedup``).
+  warm start's demonstrations, 4 SFT steps of 4, both orders: ~1.9x, docs/results/sft_labelled_by_hand.json;
+  ``codegrep bench train``: ``sft.labelled_only_speedup``, ``head.labelled_only_speedup``).
 
 All three change how much work a forward does, not what it computes (tests: ``tests/test_unpad.py``, fp64).
 """
