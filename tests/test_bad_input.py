@@ -497,7 +497,7 @@ CASES = [
                                           f"model={T}/nope"], ["c.yaml", key, rule],
            {"c.yaml": re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", CI_TRAIN_YAML)})
       for key, value, rule in (("train_tasks", 0, ">= 1"), ("sft_max_demos", 0, ">= 1"), ("eval_tasks", 0, ">= 1"),
-                               ("sft_batch_size", 0, ">= 1"), ("sft_epochs", 0, "> 0"),
+                               ("sft_batch_size", 0, ">= 1"), ("sft_epochs", 0, "> 0"), ("sft_seed", -1, ">= 0"),
                                ("learning_rate", -0.001, ">= 0"), ("temperature", 0.0, "> 0"),
                                ("max_completion_length", 0, ">= 1"))],
     # values read otherwise (max_steps <= 0: epochs; kl_probe_every 0: 1), signs and shapes of weights and grids

@@ -322,6 +322,35 @@ def test_ablation_arms_start_from_the_main_runs_warm_start():
     assert "demo_max_turns" not in same_turns  # nothing to keep apart: the arm's own episodes are the main run's
 
 
+def test_sft_seed_reaches_the_warm_start_and_keys_its_cache(monkeypatch, tmp_path):
+    """train.sft_seed is the seed the warm start trains with (its batch order) and part of the cached warm start's
+    key; seed 0 keys it as before the field existed (the committed warm starts stay valid) and GRPO's seed is not
+    part of it (every arm and seed of a study shares one warm start)."""
+    from codegrep.agent.models import model_identity, resolve_model
+    from codegrep.config import load_profile
+    from codegrep.rl import sft
+    from codegrep.rl import training_run as tr
+
+    msgs = [{"role": "user", "content": "issue"}, {"role": "assistant", "content": "<tool_call>A</tool_call>"}]
+    monkeypatch.setattr(tr, "demonstrations", lambda *a, **k: [{"messages": msgs}])
+    calls = []
+    monkeypatch.setattr(sft, "warm_start", lambda base, demos, out, **kw: calls.append((out, kw["seed"])) or out)
+    cfg = load_profile("ci")
+    outs = {}
+    for sft_seed, seed in ((0, 0), (0, 3), (1, 0)):
+        cg, grpo = tr.train_arguments(cfg, {"sft_seed": sft_seed, "seed": seed, "out": str(tmp_path)})
+        tr.initial_policy(cg, grpo, cfg, [], None, None, None, {}, None)
+        outs[sft_seed, seed] = calls[-1][0]
+        assert calls[-1][1] == sft_seed
+    assert outs[0, 0] == outs[0, 3] != outs[1, 0]
+    cg, grpo = tr.train_arguments(cfg, {"out": str(tmp_path)})
+    base = tr.warm_start_settings(cg, "b", True)
+    assert "sft_seed" not in base and {**base, "sft_seed": 1} == tr.warm_start_settings(
+        tr.train_arguments(cfg, {"sft_seed": 1})[0], "b", True)
+    identity = model_identity(resolve_model(cg.model))
+    assert outs[0, 0].name == sft.demos_key([msgs], tr.warm_start_settings(cg, identity, tr.sft_bf16(cg, grpo)))
+
+
 def test_plain_progress_works_without_ipython(monkeypatch):
     """transformers' notebook progress module imports IPython, absent from plain installs (a GPU machine's image):
     the warm start must still swap the printers for one line per step instead of failing on the import."""

@@ -117,13 +117,14 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
             points.append({"n_tasks": n, "n_demos": 0, "note": "no demonstration kept"})
             continue
         demos += extra
-        settings = {"sft": [cg.model, cg.sft_epochs, cg.sft_learning_rate, cg.sft_batch_size, bf16, sft.SFT_RECIPE],
+        settings = {"sft": [cg.model, cg.sft_epochs, cg.sft_learning_rate, cg.sft_batch_size, bf16, sft.SFT_RECIPE]
+                    + ([cg.sft_seed] if cg.sft_seed else []),  # seed 0 keys a point as before the field existed
                     "agent": cfg.get("agent"), "env": cfg.get("env"), "dev": [t.instance_id for t in dev_tasks]}
         point_dir = out / f"tasks-{n}-{sft.demos_key([d['messages'] for d in demos], settings)}"  # reused only as is
         point_dir.mkdir(parents=True, exist_ok=True)
         model = sft.warm_start(resolve_model(cg.model), [d["messages"] for d in demos], point_dir / "model",
                                epochs=cg.sft_epochs, learning_rate=cg.sft_learning_rate,
-                               batch_size=cg.sft_batch_size, seed=0, use_cpu=bool(grpo.use_cpu), bf16=bf16)
+                               batch_size=cg.sft_batch_size, seed=cg.sft_seed, use_cpu=bool(grpo.use_cpu), bf16=bf16)
         sft_s = time.perf_counter() - started
         record = json.loads((Path(model) / "warm_start.json").read_text())
         started = time.perf_counter()

@@ -38,7 +38,7 @@ class CodeGrepArgs:
         "demo_max_turns": ">= 1", "ablation_max_turns": ">= 1", "efficiency_lambda": ">= 0", "fbeta": "> 0",
         # counts whose 0 the code reads as "not set" (all tasks, every demonstration): a 0 is refused, not widened
         "train_tasks": ">= 1", "sft_max_demos": ">= 1", "eval_tasks": ">= 1", "curve_eval_tasks": ">= 1",
-        "data_ablation_eval_tasks": ">= 1", "sft_batch_size": ">= 1", "sft_epochs": "> 0",
+        "data_ablation_eval_tasks": ">= 1", "sft_batch_size": ">= 1", "sft_epochs": "> 0", "sft_seed": ">= 0",
         "recorded_max_calls": ">= 1", "first_turn_demos": ">= 0",
         # weights and credits a sign flip would turn into their opposite; a list's range holds for each item
         "format_weight": ">= 0", "seen_credit": "0..1", "lambda_grid": ">= 0", "efficiency_weights": ">= 0",
@@ -112,6 +112,10 @@ class CodeGrepArgs:
     sft_epochs: float = field(default=2.0, metadata={"help": "Warm-start epochs over the demonstrations."})
     sft_learning_rate: float = field(default=5e-5, metadata={"help": "Warm-start learning rate."})
     sft_batch_size: int = field(default=4, metadata={"help": "Warm-start per-device batch size."})
+    sft_seed: int = field(default=0, metadata={
+        "help": "Seed of the warm start's batch order (and TRL's SFT seed). `seed` seeds GRPO only, so every arm and "
+                "seed of a study starts from one warm start; another sft_seed is another warm start (a training-seed "
+                "replicate: docs/training.md, 'Seed replicates')."})
     warm_start_dir: str | None = field(default=None, metadata={
         "help": "Cache of warm-started models (default OUT/_warm_start); shared by every arm and seed."})
     sft_max_demos: int | None = field(default=None, metadata={"help": "Use at most this many demonstrations."})

@@ -733,6 +733,25 @@ def first_turn(cg: Any, cfg: dict, agent: Any, exclude: set[str]) -> list[dict[s
                                            exclude_ids=set(exclude), exclude_repos=evaluation_repos(cfg))
 
 
+def warm_start_settings(cg: Any, base: Any, bf16: bool) -> dict[str, Any]:
+    """What a cached warm start is keyed by besides its demonstrations: the base model's identity, the SFT settings
+    and recipe, the precision, and ``sft_seed`` where it is not 0 (seed 0 keys a warm start as before the field
+    existed, so cached warm starts stay valid; the seed changes the batch order, so another seed is another model).
+
+    >>> from types import SimpleNamespace as A
+    >>> cg = A(sft_epochs=2.0, sft_learning_rate=2e-4, sft_batch_size=4, sft_seed=0)
+    >>> "sft_seed" in warm_start_settings(cg, "m", True), warm_start_settings(A(**{**vars(cg), "sft_seed": 1}), "m", True)["sft_seed"]
+    (False, 1)
+    """
+    from codegrep.rl import sft
+
+    settings = {"base": base, "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size,
+                "sft": sft.SFT_RECIPE, "bf16": bf16}
+    if cg.sft_seed:
+        settings["sft_seed"] = cg.sft_seed
+    return settings
+
+
 def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, pool: Any, agent: Any,
                    env_sec: dict, tools: Any, exclude: set[str] = frozenset(),
                    sources: list[str] | None = None) -> tuple[Path, list[dict[str, Any]]]:
@@ -746,13 +765,12 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
     if not cg.warm_start:
         return base, []
     demos = demonstrations(cg, cfg, tasks, resolver, pool, agent, env_sec, tools, exclude, sources)
-    settings = {"base": model_identity(base), "epochs": cg.sft_epochs, "lr": cg.sft_learning_rate, "bs": cg.sft_batch_size,
-                "sft": sft.SFT_RECIPE, "bf16": bf16}
+    settings = warm_start_settings(cg, model_identity(base), bf16)
     cache = Path(cg.warm_start_dir or Path(cg.out) / "_warm_start")
     out = cache / sft.demos_key([d["messages"] for d in demos], settings)
     out.parent.mkdir(parents=True, exist_ok=True)
     path = sft.warm_start(base, [d["messages"] for d in demos], out, epochs=cg.sft_epochs,
-                          learning_rate=cg.sft_learning_rate, batch_size=cg.sft_batch_size, seed=0,
+                          learning_rate=cg.sft_learning_rate, batch_size=cg.sft_batch_size, seed=cg.sft_seed,
                           use_cpu=grpo.use_cpu, bf16=bf16)
     if not (path / "demonstrations.jsonl").is_file():
         write_atomic(path / "demonstrations.jsonl", "".join(json.dumps(d) + "\n" for d in demos))
