@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
 PAIRS = (("GRPO", "warm_start"), ("warm_start", "grep-heuristic"), ("GRPO", "grep-heuristic"), ("GRPO", "bm25"))
 """(policy, against) pairs compared in every run that has both."""
 
@@ -82,6 +84,21 @@ def sign_test_p(won: int, lost: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def read_run(run_dir: str | Path) -> tuple[str, str, dict[str, dict[str, float]]]:
+    """A committed run's name, short commit and per-instance P@1 tables (:func:`tables`) from its
+    ``per_instance.json``; a file without tables or with a P@1 that is not a number is one error naming it."""
+    from codegrep.errors import UserError
+    from codegrep.files import read_json_object
+
+    path = Path(run_dir) / "per_instance.json"
+    doc = read_json_object(path)
+    tab = tables(doc)
+    _check_numbers(path, doc, tab)
+    if not tab:  # another file's shape is not a run without pairs (an empty table, exit 0)
+        raise UserError(f"{path}: no per-instance P@1 tables (a 'p_at_1' object of policy -> {{instance_id: P@1}})")
+    return Path(run_dir).name, str(doc.get("run_commit") or "")[:7], tab
+
+
 def run_dirs(results: Path) -> list[Path]:
     """The committed run directories under ``results`` (``docs/results``) that hold a ``per_instance.json``: the
     headline run (the first of ``paper``, ``smoke``, ``ci`` present, as the README's table reads), then
@@ -110,18 +127,10 @@ def replicate_pairs(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = PAI
     >>> out["pooled"]["GRPO vs warm_start"]["won"], out["pooled"]["GRPO vs warm_start"]["lost"]
     (0, 3)
     """
-    from codegrep.errors import UserError
-    from codegrep.files import read_json_object
-
     runs, seen, pooled = [], set(), {}
     for d in dirs:
-        path = Path(d) / "per_instance.json"
-        doc = read_json_object(path)
-        tab = tables(doc)
-        _check_numbers(path, doc, tab)
-        if not tab:  # another file's shape is not a run without pairs (an empty table, exit 0)
-            raise UserError(f"{path}: no per-instance P@1 tables (a 'p_at_1' object of policy -> {{instance_id: P@1}})")
-        row: dict[str, Any] = {"run": Path(d).name, "commit": str(doc.get("run_commit") or "")[:7]}
+        name, commit, tab = read_run(d)
+        row: dict[str, Any] = {"run": name, "commit": commit}
         for a, b in pairs:
             if a not in tab or b not in tab:
                 continue
@@ -160,4 +169,86 @@ def replicates_text(doc: dict[str, Any]) -> str:
     for key, v in doc["pooled"].items():
         lines.append(f"{'pooled (' + str(v['runs']) + ' runs)':<28} {key:<28} won {v['won']} lost {v['lost']} of "
                      f"{v['n']}, sign test p = {v['sign_test_p']:.3f}")
+    return "\n".join(lines)
+
+
+SEED_PAIRS = (("GRPO", "bm25"), ("GRPO", "grep-heuristic"), ("warm_start", "bm25"), ("GRPO", "warm_start"))
+"""(policy, against) pairs :func:`seed_spread` summarises over training-seed replicates."""
+
+
+def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PAIRS, n_boot: int = 2000,
+                seed: int = 0) -> dict[str, Any]:
+    """Runs of ONE recipe at several training seeds (the same evaluation instances), summarised per pair: each run's
+    P@1 of both sides and instances won/lost; over the runs, the policy's mean, range and standard deviation, how
+    many runs reach the other side, and the seed-averaged paired difference (each instance's P@1 averaged over the
+    runs, minus the other side's, also averaged) with a 95% bootstrap interval over instances. The interval is over
+    instances GIVEN these seeds: the spread between seeds is the range, not a confidence statement (a few seeds).
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp())
+    >>> for name, g in (("s0", {"a": 1.0, "b": 0.0, "c": 1.0}), ("s1", {"a": 1.0, "b": 1.0, "c": 0.0})):
+    ...     (root / name).mkdir()
+    ...     _ = (root / name / "per_instance.json").write_text(json.dumps(
+    ...         {"run_commit": name, "p_at_1": {"x/GRPO": g, "eval/bm25": {"a": 1.0, "b": 0.0, "c": 0.0}}}))
+    >>> out = seed_spread([root / "s0", root / "s1"], [("GRPO", "bm25")])
+    >>> v = out["pairs"]["GRPO vs bm25"]
+    >>> v["p_at_1"], v["p_at_1_min"], v["p_at_1_max"], v["runs_at_or_above"], v["diff"], [r["won"] for r in v["runs"]]
+    (0.6667, 0.6667, 0.6667, 2, 0.3333, [1, 1])
+    >>> [r["same_rows_as"] for r in v["runs"]]  # different rows at the same P@1: two seeds
+    [None, None]
+    """
+    from codegrep.errors import UserError
+    from codegrep.metrics import paired_bootstrap_diff
+
+    dirs = [Path(d) for d in dirs]
+    if len(dirs) < 2:
+        raise UserError(f"--seeds: give at least two run directories (one recipe at two or more seeds), got {len(dirs)}")
+    tabs = [read_run(d) for d in dirs]
+    out: dict[str, Any] = {}
+    for a, b in pairs:
+        have = [(name, commit, tab) for name, commit, tab in tabs if a in tab and b in tab]
+        if len(have) < 2:
+            continue
+        common = sorted(set.intersection(*(set(t[a]) & set(t[b]) for _, _, t in have)))
+        if not common:
+            raise UserError(f"--seeds: the runs share no evaluation instance for {a} vs {b}")
+        runs, first = [], {}
+        for name, commit, tab in have:
+            won, lost, _ = won_lost({i: tab[a][i] for i in common}, {i: tab[b][i] for i in common})
+            rows = json.dumps([tab[a][i] for i in common])
+            same = first.get(rows)  # a seed that left this policy as it was (a stage the seeds share): said, kept
+            if same is None:
+                first[rows] = name
+            runs.append({"run": name, "commit": commit, "p_at_1": round(float(np.mean([tab[a][i] for i in common])), 4),
+                         "p_at_1_against": round(float(np.mean([tab[b][i] for i in common])), 4),
+                         "won": won, "lost": lost, "same_rows_as": same})
+        mine = [float(np.mean([t[a][i] for _, _, t in have])) for i in common]
+        theirs = [float(np.mean([t[b][i] for _, _, t in have])) for i in common]
+        diff, lo, hi = paired_bootstrap_diff(theirs, mine, n_boot=n_boot, seed=seed)
+        values = [r["p_at_1"] for r in runs]
+        out[f"{a} vs {b}"] = {
+            "n_runs": len(runs), "n": len(common), "runs": runs,
+            "p_at_1": round(float(np.mean(values)), 4), "p_at_1_min": min(values), "p_at_1_max": max(values),
+            "p_at_1_sd": round(float(np.std(values, ddof=1)), 4),
+            "p_at_1_against": round(float(np.mean(theirs)), 4),
+            "runs_at_or_above": sum(r["p_at_1"] >= r["p_at_1_against"] for r in runs),
+            "diff": round(diff, 4), "diff_lo": round(lo, 4), "diff_hi": round(hi, 4)}
+    return {"what": "one recipe at several training seeds on the same evaluation instances: per run P@1 and won/lost; "
+                    "over runs the mean, range and SD of the policy's P@1 and the seed-averaged paired difference with "
+                    "a 95% bootstrap interval over instances (given these seeds; SMALL: a few seeds, one split)",
+            "runs": [name for name, _, _ in tabs], "pairs": out}
+
+
+def seed_spread_text(doc: dict[str, Any]) -> str:
+    """:func:`seed_spread` as lines: per pair, each run, then the summary."""
+    lines = []
+    for key, v in doc["pairs"].items():
+        for r in v["runs"]:
+            lines.append(f"{r['run']:<36} {key:<26} P@1 {r['p_at_1']:.3f} vs {r['p_at_1_against']:.3f}  "
+                         f"won {r['won']:>2} lost {r['lost']:>2} of {v['n']}")
+        same = [f"{r['run']} = {r['same_rows_as']}" for r in v["runs"] if r["same_rows_as"]]
+        lines.append(f"{'over ' + str(v['n_runs']) + ' seeds':<36} {key:<26} P@1 {v['p_at_1']:.3f} "
+                     f"(range {v['p_at_1_min']:.3f}-{v['p_at_1_max']:.3f}) vs {v['p_at_1_against']:.3f}; "
+                     f"{v['runs_at_or_above']} of {v['n_runs']} at or above; seed-averaged diff {v['diff']:+.3f} "
+                     f"[{v['diff_lo']:+.3f}, {v['diff_hi']:+.3f}]"
+                     + (f" (identical rows, not independent seeds: {'; '.join(same)})" if same else ""))
     return "\n".join(lines)

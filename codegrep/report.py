@@ -560,6 +560,22 @@ def _html(md: str, base: Path) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.seeds is not None:
+        from codegrep.files import output_file, refuse_overwriting_inputs
+        from codegrep.replicates import seed_spread, seed_spread_text
+
+        for d in args.seeds:
+            if not (Path(d) / "per_instance.json").is_file():
+                raise UserError(f"--seeds {d}: no per_instance.json there (a run saved by report --save-results)")
+        doc = seed_spread(args.seeds)
+        if args.seeds_out is not None:
+            output_file(args.seeds_out, "--seeds-out")
+            refuse_overwriting_inputs({"--seeds-out": args.seeds_out},
+                                      {str(Path(d) / "per_instance.json"): Path(d) / "per_instance.json"
+                                       for d in args.seeds})
+            write_atomic(args.seeds_out, json.dumps(doc, indent=1) + "\n")
+        print(seed_spread_text(doc))
+        return 0
     if args.replicates is not None:
         from codegrep.config import project_root
         from codegrep.files import output_file
@@ -618,4 +634,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compare the committed runs instance by instance (each run's per_instance.json under --results, "
                         f"default {RESULTS_DIR}): GRPO vs warm start, warm start vs grep heuristic ... won/lost per run "
                         "and pooled with a sign test; writes OUT.json and prints the lines")
+    p.add_argument("--seeds", type=Path, nargs="+", default=None, metavar="RUN_DIR",
+                   help="one recipe at several training seeds (run directories holding a per_instance.json, e.g. "
+                        f"{RESULTS_DIR}/smoke and its seed replicates): per run P@1 and won/lost of the agent against "
+                        "BM25 and the grep heuristic, the mean and range over seeds and the seed-averaged paired "
+                        "difference with an interval over instances; prints the lines")
+    p.add_argument("--seeds-out", type=Path, default=None, metavar="OUT.json", help="with --seeds: also write the JSON")
     p.set_defaults(func=_cmd_report)

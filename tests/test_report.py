@@ -339,3 +339,33 @@ def test_replicates_pool_runs_instance_by_instance_and_count_a_reused_run_once(t
     assert doc["runs"][2]["GRPO vs warm_start"]["repeat_of_an_earlier_run"]
     assert doc["pooled"]["GRPO vs bm25"]["n"] == 2  # only the instances both have, r2 (a repeat) not again
     assert "sign test p = 0.250" in capsys.readouterr().out
+
+
+def test_seed_replicates_summarise_one_recipe_over_seeds_on_common_instances(tmp_path, capsys):
+    """`report --seeds`: each run's P@1 and won/lost on the instances every run has; over the runs the mean, range,
+    how many reach the other side, and the seed-averaged paired difference with its interval over instances."""
+    from codegrep import cli
+
+    bm25 = {"a": 1.0, "b": 0.0, "c": 0.0, "d": 1.0}
+    grpo = {"s0": {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0}, "s1": {"a": 0.0, "b": 0.0, "c": 0.0, "d": 1.0},
+            "s2": {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "e": 1.0}}  # e: one run only, left out
+    dirs = []
+    for name, g in grpo.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "per_instance.json").write_text(json.dumps(
+            {"run_commit": name, "p_at_1": {"x/GRPO": g, "eval/bm25": bm25}}))
+        dirs.append(str(tmp_path / name))
+    out = tmp_path / "seeds.json"
+    assert cli.main(["report", "--seeds", *dirs, "--seeds-out", str(out)]) == 0
+    v = json.loads(out.read_text())["pairs"]["GRPO vs bm25"]
+    assert (v["n_runs"], v["n"]) == (3, 4)
+    assert [r["p_at_1"] for r in v["runs"]] == [0.75, 0.25, 1.0] and [r["won"] for r in v["runs"]] == [1, 0, 2]
+    assert (v["p_at_1"], v["p_at_1_min"], v["p_at_1_max"], v["runs_at_or_above"]) == (0.6667, 0.25, 1.0, 2)
+    assert v["diff"] == round(0.6667 - 0.5, 4) and v["diff_lo"] <= v["diff"] <= v["diff_hi"]
+    assert "GRPO vs warm_start" not in json.loads(out.read_text())["pairs"]  # no warm-start rows: no pair
+    assert "2 of 3 at or above" in capsys.readouterr().out
+    (tmp_path / "s3").mkdir()  # a seed that left GRPO's rows as s1's: kept, and said to be no independent seed
+    (tmp_path / "s3" / "per_instance.json").write_text(json.dumps(
+        {"run_commit": "s3", "p_at_1": {"x/GRPO": grpo["s1"], "eval/bm25": bm25}}))
+    assert cli.main(["report", "--seeds", *dirs, str(tmp_path / "s3")]) == 0
+    assert "identical rows, not independent seeds: s3 = s1" in capsys.readouterr().out
