@@ -220,7 +220,7 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
                 first[rows] = name
             runs.append({"run": name, "commit": commit, "p_at_1": round(float(np.mean([tab[a][i] for i in common])), 4),
                          "p_at_1_against": round(float(np.mean([tab[b][i] for i in common])), 4),
-                         "won": won, "lost": lost, "same_rows_as": same})
+                         "won": won, "lost": lost, "same_rows_as": same, "n_own": len(set(tab[a]) & set(tab[b]))})
         mine = [float(np.mean([t[a][i] for _, _, t in have])) for i in common]
         theirs = [float(np.mean([t[b][i] for _, _, t in have])) for i in common]
         diff, lo, hi = paired_bootstrap_diff(theirs, mine, n_boot=n_boot, seed=seed)
@@ -232,6 +232,10 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
             "p_at_1_against": round(float(np.mean(theirs)), 4),
             "runs_at_or_above": sum(r["p_at_1"] >= r["p_at_1_against"] for r in runs),
             "diff": round(diff, 4), "diff_lo": round(lo, 4), "diff_hi": round(hi, 4)}
+    if not out:
+        raise UserError("--seeds: no pair of " + ", ".join(f"{a} vs {b}" for a, b in pairs) + " is in two or more of "
+                        "the runs (their per_instance.json tables: " + "; ".join(
+                            f"{name}: {', '.join(sorted(tab)) or 'none'}" for name, _, tab in tabs) + ")")
     return {"what": "one recipe at several training seeds on the same evaluation instances: per run P@1 and won/lost; "
                     "over runs the mean, range and SD of the policy's P@1 and the seed-averaged paired difference with "
                     "a 95% bootstrap interval over instances (given these seeds; SMALL: a few seeds, one split)",
@@ -246,6 +250,10 @@ def seed_spread_text(doc: dict[str, Any]) -> str:
             lines.append(f"{r['run']:<36} {key:<26} P@1 {r['p_at_1']:.3f} vs {r['p_at_1_against']:.3f}  "
                          f"won {r['won']:>2} lost {r['lost']:>2} of {v['n']}")
         same = [f"{r['run']} = {r['same_rows_as']}" for r in v["runs"] if r["same_rows_as"]]
+        more = [f"{r['run']} has {r['n_own']}" for r in v["runs"] if r["n_own"] != v["n"]]
+        if more:
+            lines.append(f"{key}: the runs differ in instances; each is read on the {v['n']} all have ("
+                         + ", ".join(more) + ")")
         lines.append(f"{'over ' + str(v['n_runs']) + ' seeds':<36} {key:<26} P@1 {v['p_at_1']:.3f} "
                      f"(range {v['p_at_1_min']:.3f}-{v['p_at_1_max']:.3f}) vs {v['p_at_1_against']:.3f}; "
                      f"{v['runs_at_or_above']} of {v['n_runs']} at or above; seed-averaged diff {v['diff']:+.3f} "
