@@ -260,3 +260,64 @@ def seed_spread_text(doc: dict[str, Any]) -> str:
                      f"[{v['diff_lo']:+.3f}, {v['diff_hi']:+.3f}]"
                      + (f" (identical rows, not independent seeds: {'; '.join(same)})" if same else ""))
     return "\n".join(lines)
+
+
+def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
+    """:func:`seed_spread`'s figure, two panels: (a) each run's warm start and GRPO P@1 with 95% Wilson intervals
+    over its instances, BM25's and the grep heuristic's P@1 as lines (no training: the same in every run);
+    (b) each pair's seed-averaged paired difference with its 95% bootstrap interval over instances. Saved with
+    :func:`codegrep.plots.save` (PNG or SVG by suffix)."""
+    from codegrep import plots
+    from codegrep.claims import wilson
+    from codegrep.errors import UserError
+
+    pairs = doc["pairs"]
+    shown = [(p, f"{p} vs bm25") for p in ("warm_start", "GRPO") if f"{p} vs bm25" in pairs]
+    if not shown:
+        raise UserError("--seeds-plot: the runs have no warm_start or GRPO rows beside bm25 to draw")
+    names = list(dict.fromkeys(r["run"] for _, key in shown for r in pairs[key]["runs"]))
+    n = pairs[shown[0][1]]["n"]
+    fig, (ax, bx) = plots.subplots(1, 2, width=max(9.0, 4.5 + 0.8 * len(names)), height=3.8,
+                                   gridspec_kw={"width_ratios": [max(2, len(names)), 2]})
+    low = []
+    for j, (policy, key) in enumerate(shown):
+        v = pairs[key]
+        xs = [names.index(r["run"]) + (j - 0.5) * 0.2 for r in v["runs"]]
+        ys = [r["p_at_1"] for r in v["runs"]]
+        cis = [wilson(round(y * v["n"]), v["n"]) for y in ys]
+        low += [lo for lo, _ in cis]
+        ax.errorbar(xs, ys, yerr=[[y - lo for y, (lo, _) in zip(ys, cis)], [hi - y for y, (_, hi) in zip(ys, cis)]],
+                    fmt="os"[j], color=plots.PALETTE[j], capsize=3, label=policy.replace("_", " "))
+    for k, (key, label) in enumerate((("GRPO vs bm25", "BM25"), ("GRPO vs grep-heuristic", "grep heuristic"))):
+        key = key if key in pairs else shown[-1][1] if label == "BM25" else None
+        if key is not None:
+            ax.axhline(pairs[key]["p_at_1_against"], color=plots.PALETTE[2 + k], linestyle="--", linewidth=1.2,
+                       label=f"{label} ({pairs[key]['p_at_1_against']:.3f})")
+    ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    ax.set_ylabel("P@1 (first file gold)")
+    ax.set_ylim(max(0.0, min(low) - 0.1), min(1.0, max(y for k in pairs for y in [pairs[k]["p_at_1_max"]]) + 0.2))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False,
+              title="points: 95% Wilson CI per run; lines: no training, the same in every run", title_fontsize=7)
+    plots.title(ax, "(a) P@1 per training seed", data="real", n=n)
+    rows = [k for k in ("GRPO vs bm25", "warm_start vs bm25", "GRPO vs grep-heuristic", "GRPO vs warm_start")
+            if k in pairs]
+    for y, key in enumerate(rows):
+        v = pairs[key]
+        bx.errorbar([v["diff"]], [y], xerr=[[v["diff"] - v["diff_lo"]], [v["diff_hi"] - v["diff"]]], fmt="o",
+                    color="0.2", capsize=3)
+        bx.annotate(f"{v['diff']:+.3f}", (v["diff"], y), textcoords="offset points", xytext=(0, 6), ha="center",
+                    fontsize=7)
+    bx.axvline(0, color="0.5", linewidth=1)
+    words = {"bm25": "BM25", "grep-heuristic": "grep heuristic", "warm_start": "warm start"}
+    bx.set_yticks(range(len(rows)), [" − ".join(words.get(p, p) for p in k.split(" vs ")) for k in rows])
+    bx.set_ylim(-0.6, len(rows) - 0.4)
+    bx.invert_yaxis()
+    bx.set_xlabel("seed-averaged P@1 difference")
+    runs = pairs[rows[0]]["n_runs"]
+    plots.title(bx, f"(b) mean over {runs} seeds, paired", data="95% bootstrap CI over instances")
+    plots.mark_source(fig, "measured", "one smoke run per seed; SMALL: a few seeds, one evaluation split")
+    out = plots.save(fig, path)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return out

@@ -564,16 +564,23 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from codegrep.files import output_file, refuse_overwriting_inputs
         from codegrep.replicates import seed_spread, seed_spread_text
 
+        from codegrep.replicates import seed_figure
+
         for d in args.seeds:
             if not (Path(d) / "per_instance.json").is_file():
                 raise UserError(f"--seeds {d}: no per_instance.json there (a run saved by report --save-results)")
+        inputs = {str(Path(d) / "per_instance.json"): Path(d) / "per_instance.json" for d in args.seeds}
+        outputs = {k: v for k, v in (("--seeds-out", args.seeds_out), ("--seeds-plot", args.seeds_plot)) if v}
+        for flag, path in outputs.items():  # every output checked before anything is written
+            output_file(path, flag)
+        if args.seeds_plot is not None and Path(args.seeds_plot).suffix.lower() not in (".png", ".svg"):
+            raise UserError(f"--seeds-plot {args.seeds_plot}: a figure is saved as .png or .svg")
+        refuse_overwriting_inputs(outputs, inputs)
         doc = seed_spread(args.seeds)
         if args.seeds_out is not None:
-            output_file(args.seeds_out, "--seeds-out")
-            refuse_overwriting_inputs({"--seeds-out": args.seeds_out},
-                                      {str(Path(d) / "per_instance.json"): Path(d) / "per_instance.json"
-                                       for d in args.seeds})
             write_atomic(args.seeds_out, json.dumps(doc, indent=1) + "\n")
+        if args.seeds_plot is not None:
+            seed_figure(doc, args.seeds_plot)
         print(seed_spread_text(doc))
         return 0
     if args.replicates is not None:
@@ -640,4 +647,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "BM25 and the grep heuristic, the mean and range over seeds and the seed-averaged paired "
                         "difference with an interval over instances; prints the lines")
     p.add_argument("--seeds-out", type=Path, default=None, metavar="OUT.json", help="with --seeds: also write the JSON")
+    p.add_argument("--seeds-plot", type=Path, default=None, metavar="OUT.png",
+                   help="with --seeds: also draw each seed's warm start and GRPO P@1 against BM25 and the heuristic")
     p.set_defaults(func=_cmd_report)

@@ -370,3 +370,6 @@ def test_seed_replicates_summarise_one_recipe_over_seeds_on_common_instances(tmp
         {"run_commit": "s3", "p_at_1": {"x/GRPO": grpo["s1"], "eval/bm25": bm25}}))
     assert cli.main(["report", "--seeds", *dirs, str(tmp_path / "s3")]) == 0
     assert "identical rows, not independent seeds: s3 = s1" in capsys.readouterr().out
+    figure = tmp_path / "seeds.png"
+    assert cli.main(["report", "--seeds", *dirs, "--seeds-plot", str(figure)]) == 0
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
