@@ -84,19 +84,49 @@ def sign_test_p(won: int, lost: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def per_instance(artifacts: Path) -> dict[str, dict[str, float]]:
+    """``{run/policy: {instance_id: P@1}}`` from the evaluation rows notebook 03 wrote
+    (``artifacts/train/eval/<run>/<policy>.jsonl``) and ``{eval/retriever: ...}`` from the retrievers' rows
+    (``artifacts/eval/<retriever>.jsonl``, notebook 05); empty when there are none."""
+    from codegrep.errors import UserError
+    from codegrep.files import json_loads, read_text
+
+    out: dict[str, dict[str, float]] = {}
+    for path in sorted(Path(artifacts).glob("train/eval/*/*.jsonl")) + sorted(Path(artifacts).glob("eval/*.jsonl")):
+        rows = {}
+        for lineno, line in enumerate(read_text(path, "evaluation rows").splitlines(), 1):
+            try:
+                row = json_loads(line, f"{path}:{lineno}") if line.strip() else None
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
+            if isinstance(row, dict) and "instance_id" in row and isinstance(row.get("p@1"), (int, float)):
+                rows[row["instance_id"]] = float(row["p@1"])
+        if rows:
+            out[f"{path.parent.name}/{path.stem}"] = dict(sorted(rows.items()))
+    return out
+
+
 def read_run(run_dir: str | Path) -> tuple[str, str, dict[str, dict[str, float]]]:
-    """A committed run's name, short commit and per-instance P@1 tables (:func:`tables`) from its
-    ``per_instance.json``; a file without tables or with a P@1 that is not a number is one error naming it."""
+    """A run's name, short commit and per-instance P@1 tables (:func:`tables`): from a committed run's
+    ``per_instance.json``, or, where there is none, from a run's artifacts directory (its ``run.json`` and evaluation
+    rows, :func:`per_instance`; named after its parent when it is called ``artifacts``). A file without
+    tables or with a P@1 that is not a number is one error naming it."""
     from codegrep.errors import UserError
     from codegrep.files import read_json_object
 
-    path = Path(run_dir) / "per_instance.json"
-    doc = read_json_object(path)
+    run_dir = Path(run_dir)
+    path = run_dir / "per_instance.json"
+    if not path.is_file() and (run_dir / "run.json").is_file():  # a run's artifacts, straight from `reproduce --out`
+        path = run_dir / "run.json"
+        doc = {"run_commit": read_json_object(path).get("git_commit"), "p_at_1": per_instance(run_dir)}
+        name = run_dir.parent.name if run_dir.name == "artifacts" and run_dir.parent.name else run_dir.name
+    else:
+        doc, name = read_json_object(path), run_dir.name
     tab = tables(doc)
     _check_numbers(path, doc, tab)
     if not tab:  # another file's shape is not a run without pairs (an empty table, exit 0)
         raise UserError(f"{path}: no per-instance P@1 tables (a 'p_at_1' object of policy -> {{instance_id: P@1}})")
-    return Path(run_dir).name, str(doc.get("run_commit") or "")[:7], tab
+    return name, str(doc.get("run_commit") or "")[:7], tab
 
 
 def run_dirs(results: Path) -> list[Path]:

@@ -25,7 +25,7 @@ from codegrep.claims import Results, markdown_table, summary_rows
 from codegrep.paper import PAPER_REFERENCE
 from codegrep.report_tables import CAPTIONS, agent_vs_bm25_figure, downstream_table, precision_table
 from codegrep.errors import UserError
-from codegrep.files import json_loads, read_json_object, read_text, write_atomic
+from codegrep.files import read_json_object, read_text, write_atomic
 
 KINDS = {"run": "measured", "measured": "measured", "model": "MODEL", "fit": "FIT", "simulation": "SIMULATION"}
 """How the report marks what produced a number (the same words as ``codegrep.plots.SOURCES``)."""
@@ -386,6 +386,8 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
     if profile not in COMMITTED_PROFILES:
         raise UserError(f"--save-results: {run_path}: profile {profile!r} is not one of {COMMITTED_PROFILES}")
     heads = read_headlines(artifacts)  # every input read (and refused if corrupt) before the committed copy goes
+    from codegrep.replicates import per_instance
+
     table = per_instance(artifacts)
     dest = Path(root or project_root()) / RESULTS_DIR / str(profile)
     if not heads:  # a run no notebook finished would replace the committed results by a run.json alone
@@ -417,25 +419,6 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
         shutil.rmtree(new, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
     return dest
-
-
-def per_instance(artifacts: Path) -> dict[str, dict[str, float]]:
-    """``{run/policy: {instance_id: P@1}}`` from the evaluation rows notebook 03 wrote
-    (``artifacts/train/eval/<run>/<policy>.jsonl``) and ``{eval/retriever: ...}`` from the retrievers' rows
-    (``artifacts/eval/<retriever>.jsonl``, notebook 05); empty when there are none."""
-    out: dict[str, dict[str, float]] = {}
-    for path in sorted(Path(artifacts).glob("train/eval/*/*.jsonl")) + sorted(Path(artifacts).glob("eval/*.jsonl")):
-        rows = {}
-        for lineno, line in enumerate(read_text(path, "evaluation rows").splitlines(), 1):
-            try:
-                row = json_loads(line, f"{path}:{lineno}") if line.strip() else None
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
-            if isinstance(row, dict) and "instance_id" in row and isinstance(row.get("p@1"), (int, float)):
-                rows[row["instance_id"]] = float(row["p@1"])
-        if rows:
-            out[f"{path.parent.name}/{path.stem}"] = dict(sorted(rows.items()))
-    return out
 
 
 def run_machine(run: dict[str, Any]) -> str:
@@ -566,10 +549,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
         from codegrep.replicates import seed_figure
 
+        inputs = {}
         for d in args.seeds:
-            if not (Path(d) / "per_instance.json").is_file():
-                raise UserError(f"--seeds {d}: no per_instance.json there (a run saved by report --save-results)")
-        inputs = {str(Path(d) / "per_instance.json"): Path(d) / "per_instance.json" for d in args.seeds}
+            found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
+            if not found:
+                raise UserError(f"--seeds {d}: neither a per_instance.json (a run saved by report --save-results) "
+                                "nor a run.json (a run's artifacts directory) there")
+            inputs[str(found[0])] = found[0]
         outputs = {k: v for k, v in (("--seeds-out", args.seeds_out), ("--seeds-plot", args.seeds_plot)) if v}
         for flag, path in outputs.items():  # every output checked before anything is written
             output_file(path, flag)
@@ -642,8 +628,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"default {RESULTS_DIR}): GRPO vs warm start, warm start vs grep heuristic ... won/lost per run "
                         "and pooled with a sign test; writes OUT.json and prints the lines")
     p.add_argument("--seeds", type=Path, nargs="+", default=None, metavar="RUN_DIR",
-                   help="one recipe at several training seeds (run directories holding a per_instance.json, e.g. "
-                        f"{RESULTS_DIR}/smoke and its seed replicates): per run P@1 and won/lost of the agent against "
+                   help="one recipe at several training seeds (committed runs holding a per_instance.json, e.g. "
+                        f"{RESULTS_DIR}/smoke and its seed replicates, or runs' artifacts directories, e.g. "
+                        "runs/seed1/artifacts from `reproduce --out runs/seed1 --set train.sft_seed=1 --set "
+                        "train.seed=1`): per run P@1 and won/lost of the agent against "
                         "BM25 and the grep heuristic, the mean and range over seeds and the seed-averaged paired "
                         "difference with an interval over instances; prints the lines")
     p.add_argument("--seeds-out", type=Path, default=None, metavar="OUT.json", help="with --seeds: also write the JSON")

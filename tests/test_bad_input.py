@@ -348,7 +348,7 @@ CASES = [
     Case("report --seeds with one run", ["report", "--seeds", f"{T}/res/s0"], ["--seeds", "at least two"],
          {"res/s0/per_instance.json": json.dumps({"p_at_1": {"x/GRPO": {"a": 1.0}, "eval/bm25": {"a": 0.0}}})}),
     Case("report --seeds with a folder that holds no run", ["report", "--seeds", f"{T}/res/s0", f"{T}/res/s1"],
-         ["--seeds", "res/s1", "no per_instance.json"],
+         ["--seeds", "res/s1", "neither a per_instance.json", "nor a run.json"],
          {"res/s0/per_instance.json": json.dumps({"p_at_1": {"x/GRPO": {"a": 1.0}, "eval/bm25": {"a": 0.0}}})}),
     Case("report --seeds with a P@1 that is not a number", ["report", "--seeds", f"{T}/res/s0", f"{T}/res/s1"],
          ["res/s1/per_instance.json", "GRPO", "'x'"],

@@ -370,6 +370,17 @@ def test_seed_replicates_summarise_one_recipe_over_seeds_on_common_instances(tmp
         {"run_commit": "s3", "p_at_1": {"x/GRPO": grpo["s1"], "eval/bm25": bm25}}))
     assert cli.main(["report", "--seeds", *dirs, str(tmp_path / "s3")]) == 0
     assert "identical rows, not independent seeds: s3 = s1" in capsys.readouterr().out
+    art = tmp_path / "seed4" / "artifacts"  # a run's artifacts straight from `reproduce --out`: read the same way
+    (art / "train" / "eval" / "r").mkdir(parents=True)
+    (art / "eval").mkdir()
+    (art / "run.json").write_text(json.dumps({"git_commit": "abcdef0123", "profile": "smoke"}))
+    (art / "train" / "eval" / "r" / "GRPO.jsonl").write_text("".join(
+        json.dumps({"instance_id": i, "p@1": p}) + "\n" for i, p in grpo["s0"].items()))
+    (art / "eval" / "bm25.jsonl").write_text("".join(json.dumps({"instance_id": i, "p@1": p}) + "\n"
+                                                     for i, p in bm25.items()))
+    assert cli.main(["report", "--seeds", dirs[1], str(art), "--seeds-out", str(out)]) == 0
+    runs = json.loads(out.read_text())["pairs"]["GRPO vs bm25"]["runs"]
+    assert [(r["run"], r["commit"], r["p_at_1"]) for r in runs] == [("s1", "s1", 0.25), ("seed4", "abcdef0", 0.75)]
     figure = tmp_path / "seeds.png"
     assert cli.main(["report", "--seeds", *dirs, "--seeds-plot", str(figure)]) == 0
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
