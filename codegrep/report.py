@@ -542,32 +542,36 @@ def _html(md: str, base: Path) -> str:
     return "\n".join(out + (["</table>"] if in_table else []) + ["</body></html>"])
 
 
+def _report_seeds(args: argparse.Namespace) -> None:
+    """``report --seeds``: every input and output checked before anything is written, then the summary (JSON, figure,
+    lines)."""
+    from codegrep.files import output_file, refuse_overwriting_inputs
+    from codegrep.replicates import seed_figure, seed_spread, seed_spread_text
+
+    inputs = {}
+    for d in args.seeds:
+        found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
+        if not found:
+            raise UserError(f"--seeds {d}: neither a per_instance.json (a run saved by report --save-results) "
+                            "nor a run.json (a run's artifacts directory) there")
+        inputs[str(found[0])] = found[0]
+    outputs = {k: v for k, v in (("--seeds-out", args.seeds_out), ("--seeds-plot", args.seeds_plot)) if v}
+    for flag, path in outputs.items():  # every output checked before anything is written
+        output_file(path, flag)
+    if args.seeds_plot is not None and Path(args.seeds_plot).suffix.lower() not in (".png", ".svg"):
+        raise UserError(f"--seeds-plot {args.seeds_plot}: a figure is saved as .png or .svg")
+    refuse_overwriting_inputs(outputs, inputs)
+    doc = seed_spread(args.seeds)
+    if args.seeds_out is not None:
+        write_atomic(args.seeds_out, json.dumps(doc, indent=1) + "\n")
+    if args.seeds_plot is not None:
+        seed_figure(doc, args.seeds_plot)
+    print(seed_spread_text(doc))
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     if args.seeds is not None:
-        from codegrep.files import output_file, refuse_overwriting_inputs
-        from codegrep.replicates import seed_spread, seed_spread_text
-
-        from codegrep.replicates import seed_figure
-
-        inputs = {}
-        for d in args.seeds:
-            found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
-            if not found:
-                raise UserError(f"--seeds {d}: neither a per_instance.json (a run saved by report --save-results) "
-                                "nor a run.json (a run's artifacts directory) there")
-            inputs[str(found[0])] = found[0]
-        outputs = {k: v for k, v in (("--seeds-out", args.seeds_out), ("--seeds-plot", args.seeds_plot)) if v}
-        for flag, path in outputs.items():  # every output checked before anything is written
-            output_file(path, flag)
-        if args.seeds_plot is not None and Path(args.seeds_plot).suffix.lower() not in (".png", ".svg"):
-            raise UserError(f"--seeds-plot {args.seeds_plot}: a figure is saved as .png or .svg")
-        refuse_overwriting_inputs(outputs, inputs)
-        doc = seed_spread(args.seeds)
-        if args.seeds_out is not None:
-            write_atomic(args.seeds_out, json.dumps(doc, indent=1) + "\n")
-        if args.seeds_plot is not None:
-            seed_figure(doc, args.seeds_plot)
-        print(seed_spread_text(doc))
+        _report_seeds(args)
         return 0
     if args.replicates is not None:
         from codegrep.config import project_root
