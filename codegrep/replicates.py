@@ -325,8 +325,8 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
                        label=f"{label} ({pairs[key]['p_at_1_against']:.3f})")
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
     ax.set_ylabel("P@1 (first file gold)")
-    ax.set_ylim(max(0.0, min(low) - 0.1), min(1.0, max(y for k in pairs for y in [pairs[k]["p_at_1_max"]]) + 0.2))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False,
+    ax.set_ylim(max(0.0, min(low) - 0.14), min(1.0, max(pairs[k]["p_at_1_max"] for k in pairs) + 0.15))
+    ax.legend(loc="lower center", ncol=4, fontsize=7, framealpha=0.9,  # inside, in the room left under the bars
               title="points: 95% Wilson CI per run; lines: no training, the same in every run", title_fontsize=7)
     plots.title(ax, "(a) P@1 per training seed", data="real", n=n)
     rows = [k for k in ("GRPO vs bm25", "warm_start vs bm25", "GRPO vs grep-heuristic", "GRPO vs warm_start")
