@@ -207,12 +207,13 @@ SEED_PAIRS = (("GRPO", "bm25"), ("GRPO", "grep-heuristic"), ("warm_start", "bm25
 
 
 def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PAIRS, n_boot: int = 2000,
-                seed: int = 0) -> dict[str, Any]:
+                boot_seed: int = 0) -> dict[str, Any]:
     """Runs of ONE recipe at several training seeds (the same evaluation instances), summarised per pair: each run's
     P@1 of both sides and instances won/lost; over the runs, the policy's mean, range and standard deviation, how
     many runs reach the other side, and the seed-averaged paired difference (each instance's P@1 averaged over the
     runs, minus the other side's, also averaged) with a 95% bootstrap interval over instances. The interval is over
     instances GIVEN these seeds: the spread between seeds is the range, not a confidence statement (a few seeds).
+    ``boot_seed`` seeds the bootstrap.
 
     >>> import tempfile; root = Path(tempfile.mkdtemp())
     >>> for name, g in (("s0", {"a": 1.0, "b": 0.0, "c": 1.0}), ("s1", {"a": 1.0, "b": 1.0, "c": 0.0})):
@@ -253,7 +254,7 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
                          "won": won, "lost": lost, "same_rows_as": same, "n_own": len(set(tab[a]) & set(tab[b]))})
         mine = [float(np.mean([t[a][i] for _, _, t in have])) for i in common]
         theirs = [float(np.mean([t[b][i] for _, _, t in have])) for i in common]
-        diff, lo, hi = paired_bootstrap_diff(theirs, mine, n_boot=n_boot, seed=seed)
+        diff, lo, hi = paired_bootstrap_diff(theirs, mine, n_boot=n_boot, seed=boot_seed)
         values = [r["p_at_1"] for r in runs]
         out[f"{a} vs {b}"] = {
             "n_runs": len(runs), "n": len(common), "runs": runs,
@@ -318,8 +319,8 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
         low += [lo for lo, _ in cis]
         ax.errorbar(xs, ys, yerr=[[y - lo for y, (lo, _) in zip(ys, cis)], [hi - y for y, (_, hi) in zip(ys, cis)]],
                     fmt="os"[j], color=plots.PALETTE[j], capsize=3, label=policy.replace("_", " "))
-    for k, (key, label) in enumerate((("GRPO vs bm25", "BM25"), ("GRPO vs grep-heuristic", "grep heuristic"))):
-        key = key if key in pairs else shown[-1][1] if label == "BM25" else None
+    lines = {"BM25": shown[-1][1], "grep heuristic": next((k for k in pairs if k.endswith(" vs grep-heuristic")), None)}
+    for k, (label, key) in enumerate(lines.items()):  # a baseline's P@1 (the other side of a pair), where there is one
         if key is not None:
             ax.axhline(pairs[key]["p_at_1_against"], color=plots.PALETTE[2 + k], linestyle="--", linewidth=1.2,
                        label=f"{label} ({pairs[key]['p_at_1_against']:.3f})")
