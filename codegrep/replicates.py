@@ -223,7 +223,7 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
     >>> out = seed_spread([root / "s0", root / "s1"], [("GRPO", "bm25")])
     >>> v = out["pairs"]["GRPO vs bm25"]
     >>> v["p_at_1"], v["p_at_1_min"], v["p_at_1_max"], v["runs_at_or_above"], v["diff"], [r["won"] for r in v["runs"]]
-    (0.6667, 0.6667, 0.6667, 2, 0.3333, [1, 1])
+    (0.666667, 0.666667, 0.666667, 2, 0.333333, [1, 1])
     >>> [r["same_rows_as"] for r in v["runs"]]  # different rows at the same P@1: two seeds
     [None, None]
     """
@@ -249,8 +249,8 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
             same = first.get(rows)  # a seed that left this policy as it was (a stage the seeds share): said, kept
             if same is None:
                 first[rows] = name
-            runs.append({"run": name, "commit": commit, "p_at_1": round(float(np.mean([tab[a][i] for i in common])), 4),
-                         "p_at_1_against": round(float(np.mean([tab[b][i] for i in common])), 4),
+            runs.append({"run": name, "commit": commit, "p_at_1": round(float(np.mean([tab[a][i] for i in common])), 6),
+                         "p_at_1_against": round(float(np.mean([tab[b][i] for i in common])), 6),
                          "won": won, "lost": lost, "same_rows_as": same, "n_own": len(set(tab[a]) & set(tab[b]))})
         mine = [float(np.mean([t[a][i] for _, _, t in have])) for i in common]
         theirs = [float(np.mean([t[b][i] for _, _, t in have])) for i in common]
@@ -258,11 +258,11 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
         values = [r["p_at_1"] for r in runs]
         out[f"{a} vs {b}"] = {
             "n_runs": len(runs), "n": len(common), "runs": runs,
-            "p_at_1": round(float(np.mean(values)), 4), "p_at_1_min": min(values), "p_at_1_max": max(values),
-            "p_at_1_sd": round(float(np.std(values, ddof=1)), 4),
-            "p_at_1_against": round(float(np.mean(theirs)), 4),
+            "p_at_1": round(float(np.mean(values)), 6), "p_at_1_min": min(values), "p_at_1_max": max(values),
+            "p_at_1_sd": round(float(np.std(values, ddof=1)), 6),
+            "p_at_1_against": round(float(np.mean(theirs)), 6),  # 6 digits: the lines' 3 are rounded once, not twice
             "runs_at_or_above": sum(r["p_at_1"] >= r["p_at_1_against"] for r in runs),
-            "diff": round(diff, 4), "diff_lo": round(lo, 4), "diff_hi": round(hi, 4)}
+            "diff": round(diff, 6), "diff_lo": round(lo, 6), "diff_hi": round(hi, 6)}
     if not out:
         raise UserError("--seeds: no pair of " + ", ".join(f"{a} vs {b}" for a, b in pairs) + " is in two or more of "
                         "the runs (their per_instance.json tables: " + "; ".join(
