@@ -320,15 +320,19 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
         ax.errorbar(xs, ys, yerr=[[y - lo for y, (lo, _) in zip(ys, cis)], [hi - y for y, (_, hi) in zip(ys, cis)]],
                     fmt="os"[j], color=plots.PALETTE[j], capsize=3, label=policy.replace("_", " "))
     lines = {"BM25": shown[-1][1], "grep heuristic": next((k for k in pairs if k.endswith(" vs grep-heuristic")), None)}
+    varies = False
     for k, (label, key) in enumerate(lines.items()):  # a baseline's P@1 (the other side of a pair), where there is one
         if key is not None:
+            varies |= len({r["p_at_1_against"] for r in pairs[key]["runs"]}) > 1  # said on the legend, not hidden
             ax.axhline(pairs[key]["p_at_1_against"], color=plots.PALETTE[2 + k], linestyle="--", linewidth=1.2,
                        label=f"{label} ({pairs[key]['p_at_1_against']:.3f})")
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
     ax.set_ylabel("P@1 (first file gold)")
     ax.set_ylim(max(0.0, min(low) - 0.14), min(1.0, max(pairs[k]["p_at_1_max"] for k in pairs) + 0.15))
     ax.legend(loc="lower center", ncol=4, fontsize=7, framealpha=0.9,  # inside, in the room left under the bars
-              title="points: 95% Wilson CI per run; lines: no training, the same in every run", title_fontsize=7)
+              title="points: 95% Wilson CI per run; lines: " + ("the mean over runs (they differ between runs)"
+                                                                   if varies else "no training, the same in every run"),
+              title_fontsize=7)
     plots.title(ax, "(a) P@1 per training seed", data="real", n=n)
     rows = [k for k in ("GRPO vs bm25", "warm_start vs bm25", "GRPO vs grep-heuristic", "GRPO vs warm_start")
             if k in pairs]

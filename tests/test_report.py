@@ -384,3 +384,12 @@ def test_seed_replicates_summarise_one_recipe_over_seeds_on_common_instances(tmp
     figure = tmp_path / "seeds.png"
     assert cli.main(["report", "--seeds", *dirs, "--seeds-plot", str(figure)]) == 0
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib
+
+    from codegrep.replicates import seed_figure, seed_spread
+
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text kept as text: the legend can be read back
+        doc = seed_spread(dirs)
+        assert "no training, the same in every run" in seed_figure(doc, tmp_path / "same.svg").read_text()
+        doc["pairs"]["GRPO vs bm25"]["runs"][0]["p_at_1_against"] = 0.1  # a baseline that moved between runs
+        assert "the mean over runs (they differ" in seed_figure(doc, tmp_path / "moved.svg").read_text()
