@@ -107,6 +107,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
     expert = expert_p_at_1(dev_tasks, resolver, cfg)
     extra = first_turn_demos(cg, cfg, agent, evaluation_ids_of(cfg))
     points = []
+    recipe = sft.recipe_settings(cg.sft_lr_scheduler, cg.sft_reshuffle)
     for n in sizes:
         started = time.perf_counter()
         demos = build.expert_demonstrations(pool_tasks[:n], resolver, pool, agent, seed=seed,
@@ -118,13 +119,15 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
             continue
         demos += extra
         settings = {"sft": [cg.model, cg.sft_epochs, cg.sft_learning_rate, cg.sft_batch_size, bf16, sft.SFT_RECIPE]
-                    + ([cg.sft_seed] if cg.sft_seed else []),  # seed 0 keys a point as before the field existed
+                    + ([cg.sft_seed] if cg.sft_seed else [])  # defaults key a point as before the fields existed
+                    + ([recipe] if recipe else []),
                     "agent": cfg.get("agent"), "env": cfg.get("env"), "dev": [t.instance_id for t in dev_tasks]}
         point_dir = out / f"tasks-{n}-{sft.demos_key([d['messages'] for d in demos], settings)}"  # reused only as is
         point_dir.mkdir(parents=True, exist_ok=True)
         model = sft.warm_start(resolve_model(cg.model), [d["messages"] for d in demos], point_dir / "model",
                                epochs=cg.sft_epochs, learning_rate=cg.sft_learning_rate,
-                               batch_size=cg.sft_batch_size, seed=cg.sft_seed, use_cpu=bool(grpo.use_cpu), bf16=bf16)
+                               batch_size=cg.sft_batch_size, seed=cg.sft_seed, use_cpu=bool(grpo.use_cpu), bf16=bf16,
+                               lr_scheduler=cg.sft_lr_scheduler, reshuffle=cg.sft_reshuffle)
         sft_s = time.perf_counter() - started
         record = json.loads((Path(model) / "warm_start.json").read_text())
         started = time.perf_counter()
@@ -135,6 +138,7 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
                        "demo_tasks": len({d["instance_id"] for d in demos[:n_expert]}),
                        "gold_ranked_listed": ranked_line_numbers({"dev": rows}, ("dev",)).get("ranked_gold_listed_dev"),
                        "sft_tokens_per_epoch": record["tokens"], "sft_s": round(sft_s, 1),
+                       "sft_train_loss": round(record["train_loss"], 4),
                        "p_at_1": k / len(hits), "p_at_1_ci95": [round(x, 3) + 0.0 for x in wilson(k, len(hits))],
                        "format_error_episodes": sum(bool(r["extra"].get("format_errors")) for r in rows),
                        "eval_s": round(time.perf_counter() - started, 1), "per_task": hits})
@@ -144,7 +148,8 @@ def demos_curve(cfg: dict[str, Any], train_config: str | Path | None, sizes: Seq
             "seed": seed, "demo_choice": cg.demo_choice,
             "dev_ids": [t.instance_id for t in dev_tasks], "n_pool": len(pool_tasks),
             "sft": {"epochs": cg.sft_epochs, "learning_rate": cg.sft_learning_rate, "batch_size": cg.sft_batch_size,
-                    "precision": "bf16" if bf16 else "fp32", "first_turn_demos": len(extra)},
+                    "precision": "bf16" if bf16 else "fp32", "first_turn_demos": len(extra), "seed": cg.sft_seed,
+                    "lr_scheduler": cg.sft_lr_scheduler, "reshuffle": cg.sft_reshuffle},
             "expert_p_at_1": sum(expert) / len(expert), "expert_per_task": expert,
             "points": points, "cpu": cpu_features(), **provenance()}
 

@@ -50,16 +50,68 @@ def length_buckets(lengths: Sequence[int], batch_size: int, seed: int) -> list[i
     return [i for b in batches for i in sorted(b, key=lambda i: -lengths[i])]
 
 
+LR_SCHEDULES = ("constant", "linear", "cosine")
+"""Warm-start learning-rate schedules (``sft_lr_scheduler``; transformers' names, no warmup)."""
+
+
+class BucketOrder:
+    """The warm start's sampler: :func:`length_buckets`' order, the same every epoch, or with ``reshuffle`` the
+    batches drawn in a fresh seeded order each epoch (seed + epoch; epoch 0 is the fixed order's). The Trainer calls
+    ``set_epoch`` before each epoch (accelerate forwards it to the sampler).
+
+    >>> order = BucketOrder([5, 100, 7, 90, 6, 95], 2, seed=0, reshuffle=True)
+    >>> list(order) == length_buckets([5, 100, 7, 90, 6, 95], 2, seed=0)
+    True
+    >>> order.set_epoch(1); list(order) == length_buckets([5, 100, 7, 90, 6, 95], 2, seed=1)
+    True
+    >>> fixed = BucketOrder([5, 100, 7, 90, 6, 95], 2, seed=0, reshuffle=False)
+    >>> fixed.set_epoch(1); list(fixed) == list(BucketOrder([5, 100, 7, 90, 6, 95], 2, seed=0, reshuffle=False))
+    True
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, reshuffle: bool) -> None:
+        self.lengths, self.batch_size, self.seed, self.reshuffle = list(lengths), batch_size, seed, reshuffle
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self):
+        return iter(length_buckets(self.lengths, self.batch_size,
+                                   self.seed + (self.epoch if self.reshuffle else 0)))
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
+def recipe_settings(lr_scheduler: str = "constant", reshuffle: bool = False) -> dict[str, Any]:
+    """What a warm start's cache key adds for a recipe other than :data:`SFT_RECIPE`'s constant rate and fixed
+    order: nothing for the defaults, so warm starts cached before these settings existed stay valid.
+
+    >>> recipe_settings(), recipe_settings("linear", True)
+    ({}, {'sft_lr_scheduler': 'linear', 'sft_reshuffle': True})
+    """
+    out: dict[str, Any] = {}
+    if lr_scheduler != "constant":
+        out["sft_lr_scheduler"] = lr_scheduler
+    if reshuffle:
+        out["sft_reshuffle"] = True
+    return out
+
+
 def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], work_dir: str | Path, *,
                 epochs: float, learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
                 bucketed: bool = True, max_length: int = 2048, max_steps: int = -1,
-                unmasked: bool = True, labelled_only: bool = True) -> tuple[Any, Any, dict]:
+                unmasked: bool = True, labelled_only: bool = True, lr_scheduler: str = "constant",
+                reshuffle: bool = False) -> tuple[Any, Any, dict]:
     """TRL's ``SFTTrainer`` on the demonstrations that fit ``max_length``: (trainer, tokenizer, info).
 
     ``bucketed`` batches demonstrations of similar length together (:func:`length_buckets`, read in that order:
     each batch is padded to its own longest row, so little compute goes to padding; every row keeps its own
     attention mask and positions, nothing is packed across demonstrations; transformers' ``group_by_length``
-    does not group datasets under 16 batches, the smoke warm start's size). ``bf16`` is autocast (weights stay
+    does not group datasets under 16 batches, the smoke warm start's size); ``reshuffle`` draws the batches in a
+    fresh seeded order each epoch instead of repeating the first epoch's (:class:`BucketOrder`). ``lr_scheduler`` is
+    one of :data:`LR_SCHEDULES` (no warmup). ``bf16`` is autocast (weights stay
     fp32). ``unmasked`` drops the collator's right-padding attention masks from the training forwards (the
     causal rule already hides trailing pads; CPU attention then runs its causal kernel: ``codegrep.rl.unpad``).
     ``labelled_only`` runs the loss forward in ``codegrep.rl.unpad.labelled_positions_only``: TRL's fused LM head
@@ -78,14 +130,14 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
 
     if not demos:
         raise ValueError("warm start requested but there are no demonstrations (check train.sft_sources)")
+    if lr_scheduler not in LR_SCHEDULES:
+        raise ValueError(f"lr_scheduler {lr_scheduler!r}: expected one of {list(LR_SCHEDULES)}")
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     started = time.perf_counter()
     lengths = [len(demo_token_ids(tokenizer, m)) for m in demos]
     kept = [k for k, n in enumerate(lengths) if n <= max_length]
     if not kept:
         raise ValueError(f"no demonstration fits max_length={max_length} tokens")
-    if bucketed:
-        kept = [kept[k] for k in length_buckets([lengths[k] for k in kept], batch_size, seed)]
     fits = [demos[k] for k in kept]
     info = {"n_demos": len(fits), "dropped_too_long": len(demos) - len(fits),  # a cut one would lose its submit
             "tokens": sum(n for n in lengths if n <= max_length), "template": tokenizer.chat_template}
@@ -93,12 +145,15 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
     config = SFTConfig(output_dir=str(work_dir), assistant_only_loss=True, num_train_epochs=epochs,
                        max_steps=max_steps, learning_rate=learning_rate, per_device_train_batch_size=batch_size,
                        seed=seed, use_cpu=use_cpu, bf16=bf16, report_to="none", save_strategy="no", logging_steps=1,
-                       max_length=max_length, gradient_checkpointing=False, lr_scheduler_type="constant",
+                       max_length=max_length, gradient_checkpointing=False, lr_scheduler_type=lr_scheduler,
                        train_sampling_strategy="sequential" if bucketed else "random")
     model = AutoModelForCausalLM.from_pretrained(model_path)
     fresh_accelerator_state()  # the previous trainer in this process may have used another precision
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=Dataset.from_list([{"messages": m} for m in fits]))  # tokenised once here
+    if bucketed:  # the Trainer's hook for its sampler: the bucketed order, redrawn per epoch with reshuffle
+        order = BucketOrder([lengths[k] for k in kept], batch_size, seed, reshuffle)
+        trainer._get_train_sampler = lambda train_dataset=None: order
     if unmasked:
         from codegrep.rl.unpad import drop_right_padding_masks
 
@@ -113,18 +168,20 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
 
 def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], out_dir: Path, *, epochs: float,
                learning_rate: float, batch_size: int, seed: int, use_cpu: bool, bf16: bool,
-               max_length: int = 2048, bucketed: bool = True) -> Path:
+               max_length: int = 2048, bucketed: bool = True, lr_scheduler: str = "constant",
+               reshuffle: bool = False) -> Path:
     """Fine-tune on assistant tokens only and save to ``out_dir`` (reused when already there).
 
     ``bf16`` is bf16 autocast (on CPU: set by ``cpu_precision``, :mod:`codegrep.agent.precision`); ``bucketed``
-    groups demonstrations of similar length (:func:`sft_trainer`); right-padding masks are dropped (``SFT_RECIPE``).
+    groups demonstrations of similar length (:func:`sft_trainer`); right-padding masks are dropped (``SFT_RECIPE``);
+    ``lr_scheduler`` and ``reshuffle`` as in :func:`sft_trainer` (recorded in ``warm_start.json``).
     """
     if (out_dir / "config.json").is_file():
         return out_dir
     trainer, tokenizer, info = sft_trainer(model_path, demos, str(out_dir) + ".work", epochs=epochs,
                                            learning_rate=learning_rate, batch_size=batch_size, seed=seed,
                                            use_cpu=use_cpu, bf16=bf16, bucketed=bucketed,
-                                           max_length=max_length)
+                                           max_length=max_length, lr_scheduler=lr_scheduler, reshuffle=reshuffle)
     from codegrep.rl.progress import SFT_FIELDS, plain_progress
 
     plain_progress(trainer, "SFT", SFT_FIELDS)  # one line per step instead of raw log dicts
@@ -138,6 +195,7 @@ def warm_start(model_path: str | Path, demos: Sequence[list[dict[str, str]]], ou
                                                      "max_length": max_length, "train_loss": result.training_loss,
                                                      "precision": "bf16" if bf16 else "fp32",
                                                      "bucketed": bucketed, "recipe": SFT_RECIPE,
+                                                     "lr_scheduler": lr_scheduler, "reshuffle": reshuffle,
                                                      "tokens": info["tokens"],
                                                      "log_history": trainer.state.log_history}, indent=1))
     tmp.rename(out_dir)

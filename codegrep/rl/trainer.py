@@ -116,6 +116,12 @@ class CodeGrepArgs:
         "help": "Seed of the warm start's batch order (and TRL's SFT seed). `seed` seeds GRPO only, so every arm and "
                 "seed of a study starts from one warm start; another sft_seed is another warm start (a training-seed "
                 "replicate: docs/training.md, 'Seed replicates')."})
+    sft_lr_scheduler: str = field(default="constant", metadata={
+        "help": "Warm-start learning-rate schedule: 'constant', 'linear' or 'cosine' (decaying to 0, no warmup); "
+                "a decaying rate lets the last batches decide less (docs/training.md, 'Warm-start recipe')."})
+    sft_reshuffle: bool = field(default=False, metadata={
+        "help": "Draw the warm start's length-bucketed batches in a fresh seeded order each epoch (false: every "
+                "epoch repeats the first epoch's order; codegrep.rl.sft.BucketOrder)."})
     warm_start_dir: str | None = field(default=None, metadata={
         "help": "Cache of warm-started models (default OUT/_warm_start); shared by every arm and seed."})
     sft_max_demos: int | None = field(default=None, metadata={"help": "Use at most this many demonstrations."})
@@ -254,6 +260,10 @@ class CodeGrepArgs:
             raise ValueError(f"--retrieval_reward {self.retrieval_reward!r}: expected one of {RETRIEVAL_REWARDS}")
         from codegrep.retrievers.scripted import STRATEGIES
 
+        from codegrep.rl.sft import LR_SCHEDULES
+
+        if self.sft_lr_scheduler not in LR_SCHEDULES:
+            raise ValueError(f"--sft_lr_scheduler {self.sft_lr_scheduler!r}: expected one of {list(LR_SCHEDULES)}")
         if self.demo_choice not in STRATEGIES:
             raise ValueError(f"--demo_choice {self.demo_choice!r}: expected one of {list(STRATEGIES)}")
         bad = [k for k in self.task_kinds if k not in ("real", "docstring")]

@@ -735,13 +735,17 @@ def first_turn(cg: Any, cfg: dict, agent: Any, exclude: set[str]) -> list[dict[s
 
 def warm_start_settings(cg: Any, base: Any, bf16: bool) -> dict[str, Any]:
     """What a cached warm start is keyed by besides its demonstrations: the base model's identity, the SFT settings
-    and recipe, the precision, and ``sft_seed`` where it is not 0 (seed 0 keys a warm start as before the field
-    existed, so cached warm starts stay valid; the seed changes the batch order, so another seed is another model).
+    and recipe, the precision, and ``sft_seed``, ``sft_lr_scheduler`` and ``sft_reshuffle`` where not at their
+    defaults (which key a warm start as before those fields existed, so cached warm starts stay valid; each changes
+    the training, so another value is another model).
 
     >>> from types import SimpleNamespace as A
-    >>> cg = A(sft_epochs=2.0, sft_learning_rate=2e-4, sft_batch_size=4, sft_seed=0)
+    >>> cg = A(sft_epochs=2.0, sft_learning_rate=2e-4, sft_batch_size=4, sft_seed=0, sft_lr_scheduler="constant",
+    ...        sft_reshuffle=False)
     >>> "sft_seed" in warm_start_settings(cg, "m", True), warm_start_settings(A(**{**vars(cg), "sft_seed": 1}), "m", True)["sft_seed"]
     (False, 1)
+    >>> warm_start_settings(A(**{**vars(cg), "sft_reshuffle": True}), "m", True)["sft_reshuffle"]
+    True
     """
     from codegrep.rl import sft
 
@@ -749,6 +753,7 @@ def warm_start_settings(cg: Any, base: Any, bf16: bool) -> dict[str, Any]:
                 "sft": sft.SFT_RECIPE, "bf16": bf16}
     if cg.sft_seed:
         settings["sft_seed"] = cg.sft_seed
+    settings.update(sft.recipe_settings(cg.sft_lr_scheduler, cg.sft_reshuffle))
     return settings
 
 
@@ -771,7 +776,8 @@ def initial_policy(cg: Any, grpo: Any, cfg: dict, tasks: list, resolver: Any, po
     out.parent.mkdir(parents=True, exist_ok=True)
     path = sft.warm_start(base, [d["messages"] for d in demos], out, epochs=cg.sft_epochs,
                           learning_rate=cg.sft_learning_rate, batch_size=cg.sft_batch_size, seed=cg.sft_seed,
-                          use_cpu=grpo.use_cpu, bf16=bf16)
+                          use_cpu=grpo.use_cpu, bf16=bf16, lr_scheduler=cg.sft_lr_scheduler,
+                          reshuffle=cg.sft_reshuffle)
     if not (path / "demonstrations.jsonl").is_file():
         write_atomic(path / "demonstrations.jsonl", "".join(json.dumps(d) + "\n" for d in demos))
     return path, demos
