@@ -168,8 +168,8 @@ def replicate_pairs(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = PAI
             fingerprint = (key, json.dumps(tab[a], sort_keys=True), json.dumps(tab[b], sort_keys=True))
             won, lost, n = won_lost(tab[a], tab[b])
             common = tab[a].keys() & tab[b].keys()
-            row[key] = {"won": won, "lost": lost, "n": n, "p_at_1": round(sum(tab[a][i] for i in common) / n, 4),
-                        "p_at_1_against": round(sum(tab[b][i] for i in common) / n, 4),
+            row[key] = {"won": won, "lost": lost, "n": n, "p_at_1": round(sum(tab[a][i] for i in common) / n, 6),
+                        "p_at_1_against": round(sum(tab[b][i] for i in common) / n, 6),
                         "repeat_of_an_earlier_run": fingerprint in seen}
             if fingerprint not in seen:
                 seen.add(fingerprint)
@@ -180,7 +180,7 @@ def replicate_pairs(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = PAI
                 total["runs"] += 1
         runs.append(row)
     for total in pooled.values():
-        total["sign_test_p"] = round(sign_test_p(total["won"], total["lost"]), 4)
+        total["sign_test_p"] = round(sign_test_p(total["won"], total["lost"]), 6)  # 6 digits: the lines round once
     return {"what": "instances won and lost per pair of policies on the same evaluation instances, per committed run "
                     "and pooled over distinct runs (exact two-sided sign test); the runs may differ in settings and "
                     "host (docs/training.md says what each is); SMALL samples: each run is one smoke run on the "

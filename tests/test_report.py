@@ -393,3 +393,16 @@ def test_seed_replicates_summarise_one_recipe_over_seeds_on_common_instances(tmp
         assert "no training, the same in every run" in seed_figure(doc, tmp_path / "same.svg").read_text()
         doc["pairs"]["GRPO vs bm25"]["runs"][0]["p_at_1_against"] = 0.1  # a baseline that moved between runs
         assert "the mean over runs (they differ" in seed_figure(doc, tmp_path / "moved.svg").read_text()
+
+
+def test_replicate_lines_round_p_at_1_once(tmp_path, capsys):
+    """47 of 86 is 0.54651: the line says 0.547 (rounding the JSON's value to 4 digits first printed 0.546)."""
+    from codegrep import cli
+
+    results = tmp_path / "results"
+    (results / "smoke").mkdir(parents=True)
+    grpo = {f"i{k}": float(k < 47) for k in range(86)}
+    (results / "smoke" / "per_instance.json").write_text(json.dumps(
+        {"run_commit": "smoke", "p_at_1": {"x/GRPO": grpo, "x/warm_start": {f"i{k}": 0.0 for k in range(86)}}}))
+    assert cli.main(["report", "--replicates", str(tmp_path / "pairs.json"), "--results", str(results)]) == 0
+    assert "P@1 0.547 vs 0.000" in capsys.readouterr().out
