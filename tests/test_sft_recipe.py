@@ -38,7 +38,14 @@ def test_reshuffle_draws_a_new_batch_order_in_epoch_two_and_keeps_the_buckets(tm
     fixed, lr_fixed = _trained_batches(tmp_path, "fixed")
     fresh, lr_linear = _trained_batches(tmp_path, "fresh", reshuffle=True, lr_scheduler="linear")
     assert len(fixed) == len(fresh) == 8  # 8 demonstrations, batches of 2, 2 epochs
-    assert fixed[:4] == fixed[4:]  # the committed recipe repeats epoch 1's order
+    assert fixed[:4] == fixed[4:]  # sft_reshuffle false repeats epoch 1's order
+    # ... and that order is length_buckets' (what the dataset's own order gave before BucketOrder): the demonstrations'
+    # lengths rise with their index, so a batch is read back as the ranks of its rows' lengths
+    from codegrep.rl.sft import length_buckets
+
+    rank = {n: k for k, n in enumerate(sorted({n for b in fixed for n in b}))}
+    expected = length_buckets(list(range(8)), 2, seed=0)
+    assert [tuple(rank[n] for n in b) for b in fixed[:4]] == [tuple(sorted(expected[i:i + 2])) for i in (0, 2, 4, 6)]
     assert fresh[:4] == fixed[:4]  # epoch 1 is the same order either way (seed + 0)
     assert fresh[4:] != fresh[:4] and sorted(fresh[4:]) == sorted(fixed[:4])  # a new order of the same buckets
     assert len(set(lr_fixed)) == 1  # constant
