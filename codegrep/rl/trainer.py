@@ -258,12 +258,12 @@ class CodeGrepArgs:
 
         if self.retrieval_reward not in RETRIEVAL_REWARDS:
             raise ValueError(f"--retrieval_reward {self.retrieval_reward!r}: expected one of {RETRIEVAL_REWARDS}")
-        from codegrep.retrievers.scripted import STRATEGIES
-
         from codegrep.rl.sft import LR_SCHEDULES
 
         if self.sft_lr_scheduler not in LR_SCHEDULES:
             raise ValueError(f"--sft_lr_scheduler {self.sft_lr_scheduler!r}: expected one of {list(LR_SCHEDULES)}")
+        from codegrep.retrievers.scripted import STRATEGIES
+
         if self.demo_choice not in STRATEGIES:
             raise ValueError(f"--demo_choice {self.demo_choice!r}: expected one of {list(STRATEGIES)}")
         bad = [k for k in self.task_kinds if k not in ("real", "docstring")]
