@@ -27,7 +27,8 @@ def demos_key(demos: Sequence[list[dict[str, str]]], settings: dict[str, Any]) -
 SFT_RECIPE = ("assistant-only, constant lr, length-bucketed batches, right-padding masks dropped, "
               "LM head on labelled positions only")
 """What else shapes a warm start besides its demonstrations and the fields of ``settings``: part of the cache key,
-changed whenever :func:`warm_start` changes how it trains."""
+changed whenever :func:`warm_start` changes how it trains. Its "constant lr" is the default schedule; another
+schedule, or reshuffled buckets, add their own keys (:func:`recipe_settings`), so this string stays as it was."""
 
 def demo_token_ids(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[int]:
     """The token ids of one demonstration under the chat template (a flat list: transformers 5 returns a
