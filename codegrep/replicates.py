@@ -106,6 +106,85 @@ def per_instance(artifacts: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+HABITS_FILE = "habits.json"
+"""Each policy's call habits on the evaluation split (:func:`habits`), saved beside ``per_instance.json``."""
+
+
+def call_habits(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What a policy did over saved episodes (``Episode.to_dict``): how many of each tool it called, how many
+    episodes had a turn ended by a repeated call or a block that was not valid JSON, how many never submitted, and
+    the mean tokens of the first turn. Counted, not judged: a diagnostic of why training seeds differ.
+
+    >>> ep = {"submitted": True, "turns": [{"calls": [{"name": "grep"}, {"name": "glob"}], "completion_tokens": 90,
+    ...        "errors": ["a call repeated an earlier call of this turn: the turn ended there"]},
+    ...       {"calls": [{"name": "grep"}], "completion_tokens": 30, "errors": []}]}
+    >>> bad = {"submitted": False, "turns": [{"calls": [], "completion_tokens": 256,
+    ...        "errors": ["invalid JSON in <tool_call> (Expecting value at char 0): '{'"]}]}
+    >>> h = call_habits([ep, bad])
+    >>> h["episodes"], h["grep_calls"], h["glob_calls"], h["read_calls"], h["mean_turn1_tokens"]
+    (2, 2, 1, 0, 173.0)
+    >>> h["episodes_with_a_turn_ended_by_a_repeated_call"], h["episodes_with_invalid_json"], h["episodes_not_submitted"]
+    (1, 1, 1)
+    >>> call_habits([])["episodes"]
+    0
+    """
+    from collections import Counter
+
+    from codegrep.agent.protocol import REPEAT_ERROR
+
+    repeat = REPEAT_ERROR.split(":")[0]  # the message's fixed part
+    episodes = [e for e in episodes if isinstance(e, dict)]
+    calls: Counter = Counter()
+    repeated = invalid = unsubmitted = 0
+    first = []
+    for e in episodes:
+        turns = [t for t in e.get("turns") or [] if isinstance(t, dict)]
+        calls.update(c.get("name") for t in turns for c in t.get("calls") or [] if isinstance(c, dict))
+        errors = [str(x) for t in turns for x in t.get("errors") or []]
+        repeated += any(repeat in x for x in errors)
+        invalid += any(x.startswith("invalid JSON") for x in errors)
+        unsubmitted += not e.get("submitted")
+        if turns:
+            first.append(int(turns[0].get("completion_tokens") or 0))
+    return {"episodes": len(episodes), "grep_calls": calls.get("grep", 0), "glob_calls": calls.get("glob", 0),
+            "read_calls": calls.get("read", 0), "episodes_with_a_turn_ended_by_a_repeated_call": repeated,
+            "episodes_with_invalid_json": invalid, "episodes_not_submitted": unsubmitted,
+            "mean_turn1_tokens": round(float(np.mean(first)), 1) if first else None}
+
+
+def habits(artifacts: Path) -> dict[str, dict[str, Any]]:
+    """``{run/policy: call_habits}`` from the episodes notebook 03 saved (``artifacts/train/eval/<run>/<policy>/
+    *.json``); empty when there are none. An unreadable episode file is one error naming it."""
+    from codegrep.files import read_json_object
+
+    out = {}
+    for d in sorted(p for p in Path(artifacts).glob("train/eval/*/*") if p.is_dir()):
+        files = sorted(d.glob("*.json"))
+        if files:
+            out[f"{d.parent.name}/{d.name}"] = call_habits(read_json_object(f) for f in files)
+    return out
+
+
+def read_habits(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """A run's call habits: a committed run's ``habits.json`` (``report --save-results``), else counted from a run's
+    artifacts directory; ``{}`` where neither is there (runs saved before habits were kept)."""
+    from codegrep.files import read_json_object
+
+    from codegrep.errors import UserError
+
+    run_dir = Path(run_dir)
+    path = run_dir / HABITS_FILE
+    if path.is_file():
+        kept = read_json_object(path).get("habits")
+        keys = set(call_habits([]))
+        if not isinstance(kept, dict) or not all(isinstance(h, dict) and keys <= set(h) for h in kept.values()):
+            raise UserError(f"{path}: 'habits' must map each run/policy to its counts ({', '.join(sorted(keys))})")
+        return kept
+    if (run_dir / "run.json").is_file():
+        return habits(run_dir)
+    return {}
+
+
 def read_run(run_dir: str | Path) -> tuple[str, str, dict[str, dict[str, float]]]:
     """A run's name, short commit and per-instance P@1 tables (:func:`tables`): from a committed run's
     ``per_instance.json``, or, where there is none, from a run's artifacts directory (its ``run.json`` and evaluation
@@ -270,7 +349,9 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
     return {"what": "one recipe at several training seeds on the same evaluation instances: per run P@1 and won/lost; "
                     "over runs the mean, range and SD of the policy's P@1 and the seed-averaged paired difference with "
                     "a 95% bootstrap interval over instances (given these seeds; SMALL: a few seeds, one split)",
-            "runs": [name for name, _, _ in tabs], "pairs": out}
+            "runs": [name for name, _, _ in tabs], "pairs": out,
+            "habits": {name: {policy_name(k): v for k, v in read_habits(d).items()}
+                       for d, (name, _, _) in zip(dirs, tabs)}}
 
 
 def seed_spread_text(doc: dict[str, Any]) -> str:
@@ -290,6 +371,14 @@ def seed_spread_text(doc: dict[str, Any]) -> str:
                      f"{v['runs_at_or_above']} of {v['n_runs']} at or above; seed-averaged diff {v['diff']:+.3f} "
                      f"[{v['diff_lo']:+.3f}, {v['diff_hi']:+.3f}]"
                      + (f" (identical rows, not independent seeds: {'; '.join(same)})" if same else ""))
+    for run, by_policy in (doc.get("habits") or {}).items():
+        for policy, h in by_policy.items():
+            lines.append(f"{run:<36} {policy:<26} habits: grep {h['grep_calls']}, glob {h['glob_calls']}, read "
+                         f"{h['read_calls']}; episodes with a repeated call {h['episodes_with_a_turn_ended_by_a_repeated_call']}"
+                         f", invalid JSON {h['episodes_with_invalid_json']}, no submit {h['episodes_not_submitted']} "
+                         f"of {h['episodes']}")
+        if not by_policy:
+            lines.append(f"{run:<36} habits not kept (saved before report --save-results wrote {HABITS_FILE})")
     return "\n".join(lines)
 
 

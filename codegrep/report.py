@@ -386,9 +386,10 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
     if profile not in COMMITTED_PROFILES:
         raise UserError(f"--save-results: {run_path}: profile {profile!r} is not one of {COMMITTED_PROFILES}")
     heads = read_headlines(artifacts)  # every input read (and refused if corrupt) before the committed copy goes
-    from codegrep.replicates import per_instance
+    from codegrep.replicates import HABITS_FILE, habits, per_instance
 
     table = per_instance(artifacts)
+    kept_habits = habits(artifacts)
     dest = Path(root or project_root()) / RESULTS_DIR / str(profile)
     if not heads:  # a run no notebook finished would replace the committed results by a run.json alone
         raise UserError(f"--save-results: {artifacts / 'headlines'} holds no headline (no notebook finished); "
@@ -407,6 +408,11 @@ def save_results(artifacts: Path, root: Path | None = None) -> Path:
                          "and each retriever notebook 05 evaluated (artifacts/eval/), kept so a later run can be "
                          "compared with this one instance by instance",
                  "run_commit": run.get("git_commit"), "p_at_1": table}, indent=1, sort_keys=True))
+        if kept_habits:
+            write_atomic(new / HABITS_FILE, json.dumps(
+                {"what": "each policy's call habits on the evaluation split, counted from the episodes notebook 03 "
+                         "saved (codegrep.replicates.call_habits): a diagnostic of why runs differ, not a result",
+                 "run_commit": run.get("git_commit"), "habits": kept_habits}, indent=1, sort_keys=True))
         if dest.exists():
             dest.rename(old)
         new.rename(dest)

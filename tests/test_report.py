@@ -257,6 +257,7 @@ def test_save_results_commits_a_run_the_readme_generator_then_reads(tmp_path):
     kept = json.loads((dest / "per_instance.json").read_text())  # for instance-by-instance comparisons later
     assert kept["p_at_1"] == {"ci-run/GRPO": {"a": 0.0, "b": 1.0}, "eval/bm25": {"a": 1.0}}
     assert kept["run_commit"] == "abc"
+    assert not (dest / "habits.json").exists()  # no episodes saved: no habits file
     assert committed_run(tmp_path / "repo") == dest
     (dest.parent / "smoke" / "headlines").mkdir(parents=True)
     (dest.parent / "smoke" / "run.json").write_text("{}")
@@ -406,3 +407,36 @@ def test_replicate_lines_round_p_at_1_once(tmp_path, capsys):
         {"run_commit": "smoke", "p_at_1": {"x/GRPO": grpo, "x/warm_start": {f"i{k}": 0.0 for k in range(86)}}}))
     assert cli.main(["report", "--replicates", str(tmp_path / "pairs.json"), "--results", str(results)]) == 0
     assert "P@1 0.547 vs 0.000" in capsys.readouterr().out
+
+
+def test_save_results_keeps_each_policys_call_habits_and_report_seeds_prints_them(tmp_path, capsys):
+    """The episodes stay in the artifacts (not committed): their call habits are counted into habits.json, and
+    `report --seeds` reads them back beside P@1 (a run saved before habits were kept is said to lack them)."""
+    from codegrep import cli
+    from codegrep.report import save_results
+
+    dirs = []
+    for seed, globs in (("s0", 0), ("s1", 3)):
+        artifacts = _run(tmp_path / seed)
+        episodes = artifacts / "train" / "eval" / f"smoke-{seed}" / "GRPO"
+        episodes.mkdir(parents=True)
+        (episodes.parent / "GRPO.jsonl").write_text('{"instance_id": "a", "p@1": 1.0}\n{"instance_id": "b", "p@1": 0.0}\n')
+        (artifacts / "eval").mkdir()
+        (artifacts / "eval" / "bm25.jsonl").write_text('{"instance_id": "a", "p@1": 1.0}\n{"instance_id": "b", "p@1": 1.0}\n')
+        for i in "ab":
+            calls = [{"name": "grep"}] + [{"name": "glob"}] * globs
+            (episodes / f"{i}.json").write_text(json.dumps({"submitted": True, "turns": [
+                {"calls": calls, "errors": [], "completion_tokens": 100}]}))
+        dest = save_results(artifacts, root=tmp_path / f"repo-{seed}")
+        kept = json.loads((dest / "habits.json").read_text())["habits"]
+        assert kept[f"smoke-{seed}/GRPO"]["glob_calls"] == 2 * globs and kept[f"smoke-{seed}/GRPO"]["episodes"] == 2
+        dirs.append(str(dest))
+    old = tmp_path / "old"  # a run saved before habits.json existed
+    old.mkdir()
+    (old / "per_instance.json").write_text(json.dumps({"run_commit": "old", "p_at_1": {
+        "x/GRPO": {"a": 1.0, "b": 1.0}, "eval/bm25": {"a": 1.0, "b": 1.0}}}))
+    out = tmp_path / "seeds.json"
+    assert cli.main(["report", "--seeds", *dirs, str(old), "--seeds-out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "habits: grep 2, glob 6, read 0" in printed and "old" in printed and "habits not kept" in printed
+    assert json.loads(out.read_text())["habits"]["old"] == {}

@@ -58,3 +58,21 @@ def test_an_unknown_schedule_is_refused_before_training(tmp_path):
     with pytest.raises(ValueError, match="lr_scheduler 'steep'"):
         sft_trainer("unused", _chats(2), tmp_path / "w", epochs=1, learning_rate=1e-4, batch_size=2, seed=0,
                     use_cpu=True, bf16=False, lr_scheduler="steep")
+
+
+def test_a_trainer_without_the_sampler_hook_is_refused_not_silently_unbucketed(tmp_path, monkeypatch):
+    """The bucketed order goes in through the Trainer's private ``_get_train_sampler``: if a transformers release drops
+    it, the warm start must stop with one clear error, never train on another batch order."""
+    import transformers
+
+    from codegrep.rl.sft import sft_trainer
+    from codegrep.rl.tiny_policy import build_tiny_policy
+
+    try:
+        path = build_tiny_policy(tmp_path / "models")
+    except FileNotFoundError as exc:
+        pytest.skip(f"SmolLM2 tokenizer not available: {exc}")
+    monkeypatch.delattr(transformers.Trainer, "_get_train_sampler")
+    with pytest.raises(RuntimeError, match="_get_train_sampler is gone"):
+        sft_trainer(path, _chats(4), tmp_path / "w", epochs=1, learning_rate=1e-4, batch_size=2, seed=0,
+                    use_cpu=True, bf16=False)

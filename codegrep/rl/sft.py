@@ -111,7 +111,8 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
     each batch is padded to its own longest row, so little compute goes to padding; every row keeps its own
     attention mask and positions, nothing is packed across demonstrations; transformers' ``group_by_length``
     does not group datasets under 16 batches, the smoke warm start's size); ``reshuffle`` draws the batches in a
-    fresh seeded order each epoch instead of repeating the first epoch's (:class:`BucketOrder`). ``lr_scheduler`` is
+    fresh seeded order each epoch instead of repeating the first epoch's (:class:`BucketOrder`; unbucketed batches
+    are drawn at random, afresh each epoch, with or without it). ``lr_scheduler`` is
     one of :data:`LR_SCHEDULES` (no warmup). ``bf16`` is autocast (weights stay
     fp32). ``unmasked`` drops the collator's right-padding attention masks from the training forwards (the
     causal rule already hides trailing pads; CPU attention then runs its causal kernel: ``codegrep.rl.unpad``).
@@ -153,6 +154,11 @@ def sft_trainer(model_path: str | Path, demos: Sequence[list[dict[str, str]]], w
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=Dataset.from_list([{"messages": m} for m in fits]))  # tokenised once here
     if bucketed:  # the Trainer's hook for its sampler: the bucketed order, redrawn per epoch with reshuffle
+        if not callable(getattr(trainer, "_get_train_sampler", None)):  # a private hook: refuse, never fall back
+            import transformers
+
+            raise RuntimeError(f"transformers {transformers.__version__}: Trainer._get_train_sampler is gone, so the "
+                               "warm start's bucketed order cannot be installed")
         order = BucketOrder([lengths[k] for k in kept], batch_size, seed, reshuffle)
         trainer._get_train_sampler = lambda train_dataset=None: order
     if unmasked:
