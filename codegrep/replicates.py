@@ -112,8 +112,9 @@ HABITS_FILE = "habits.json"
 
 def call_habits(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """What a policy did over saved episodes (``Episode.to_dict``): how many of each tool it called, how many
-    episodes had a turn ended by a repeated call or a block that was not valid JSON, how many never submitted, and
-    the mean tokens of the first turn. Counted, not judged: a diagnostic of why training seeds differ.
+    episodes had a turn ended by a repeated call or a block that was not valid JSON, how many never submitted, the
+    mean tokens of the first turn, and the mean rounds and generated tokens of an episode (what its evaluation costs).
+    Counted, not judged: a diagnostic of why training seeds differ.
 
     >>> ep = {"submitted": True, "turns": [{"calls": [{"name": "grep"}, {"name": "glob"}], "completion_tokens": 90,
     ...        "errors": ["a call repeated an earlier call of this turn: the turn ended there"]},
@@ -125,8 +126,10 @@ def call_habits(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     (2, 2, 1, 0, 173.0)
     >>> h["episodes_with_a_turn_ended_by_a_repeated_call"], h["episodes_with_invalid_json"], h["episodes_not_submitted"]
     (1, 1, 1)
-    >>> call_habits([])["episodes"]
-    0
+    >>> h["mean_rounds"], h["mean_completion_tokens"]
+    (1.5, 188.0)
+    >>> call_habits([])["episodes"], call_habits([])["mean_rounds"]
+    (0, None)
     """
     from collections import Counter
 
@@ -136,7 +139,7 @@ def call_habits(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     episodes = [e for e in episodes if isinstance(e, dict)]
     calls: Counter = Counter()
     repeated = invalid = unsubmitted = 0
-    first = []
+    first, rounds, generated = [], [], []
     for e in episodes:
         turns = [t for t in e.get("turns") or [] if isinstance(t, dict)]
         calls.update(c.get("name") for t in turns for c in t.get("calls") or [] if isinstance(c, dict))
@@ -146,10 +149,14 @@ def call_habits(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
         unsubmitted += not e.get("submitted")
         if turns:
             first.append(int(turns[0].get("completion_tokens") or 0))
+        rounds.append(len(turns))
+        generated.append(sum(int(t.get("completion_tokens") or 0) for t in turns))
     return {"episodes": len(episodes), "grep_calls": calls.get("grep", 0), "glob_calls": calls.get("glob", 0),
             "read_calls": calls.get("read", 0), "episodes_with_a_turn_ended_by_a_repeated_call": repeated,
             "episodes_with_invalid_json": invalid, "episodes_not_submitted": unsubmitted,
-            "mean_turn1_tokens": round(float(np.mean(first)), 1) if first else None}
+            "mean_turn1_tokens": round(float(np.mean(first)), 1) if first else None,
+            "mean_rounds": round(float(np.mean(rounds)), 2) if rounds else None,
+            "mean_completion_tokens": round(float(np.mean(generated)), 1) if generated else None}
 
 
 def habits(artifacts: Path) -> dict[str, dict[str, Any]]:
@@ -376,7 +383,8 @@ def seed_spread_text(doc: dict[str, Any]) -> str:
             lines.append(f"{run:<36} {policy:<26} habits: grep {h['grep_calls']}, glob {h['glob_calls']}, read "
                          f"{h['read_calls']}; episodes with a repeated call {h['episodes_with_a_turn_ended_by_a_repeated_call']}"
                          f", invalid JSON {h['episodes_with_invalid_json']}, no submit {h['episodes_not_submitted']} "
-                         f"of {h['episodes']}")
+                         f"of {h['episodes']}; {h['mean_rounds']} rounds, {h['mean_completion_tokens']} tokens written "
+                         "an episode")
         if not by_policy:
             lines.append(f"{run:<36} habits not kept (saved before report --save-results wrote {HABITS_FILE})")
     return "\n".join(lines)
