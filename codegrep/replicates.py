@@ -361,6 +361,98 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
                        for d, (name, _, _) in zip(dirs, tabs)}}
 
 
+def seed_disagreement(table: list[list[float]]) -> list[float]:
+    """Per instance, the mean over pairs of runs of how far their P@1 differ (with 0/1 P@1: the share of seed pairs
+    that disagree on it). ``table[r][i]`` is run r's P@1 on instance i. Fewer than two runs: all 0.
+
+    >>> seed_disagreement([[1.0, 0.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    [0.0, 0.666667, 0.666667]
+    """
+    runs = len(table)
+    pairs = [(r, t) for r in range(runs) for t in range(r + 1, runs)]
+    if not pairs:
+        return [0.0] * (len(table[0]) if table else 0)
+    return [round(sum(abs(table[r][i] - table[t][i]) for r, t in pairs) / len(pairs), 6) for i in range(len(table[0]))]
+
+
+RECIPE_POLICIES = ("warm_start", "GRPO")
+"""Policies :func:`recipe_comparison` compares between two recipes' seed sets."""
+
+
+def recipe_comparison(dirs: Iterable[Path], against: Iterable[Path], policies: Iterable[str] = RECIPE_POLICIES,
+                      n_boot: int = 2000, boot_seed: int = 0) -> dict[str, Any]:
+    """Two recipes, each at several training seeds, on the same evaluation instances: per policy, each recipe's mean,
+    range and SD of P@1 over its seeds and its seed disagreement (:func:`seed_disagreement`, averaged over instances),
+    then this recipe minus the other, paired over instances, with 95% bootstrap intervals: of the seed-averaged P@1
+    and of the disagreement (how much the seed moves an instance). Intervals are over instances GIVEN these seeds.
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp())
+    >>> for name, g in (("a0", [1, 0, 1, 0]), ("a1", [0, 1, 1, 0]), ("b0", [1, 1, 1, 0]), ("b1", [1, 1, 1, 0])):
+    ...     (root / name).mkdir()
+    ...     _ = (root / name / "per_instance.json").write_text(json.dumps({"run_commit": name, "p_at_1": {
+    ...         "x/GRPO": dict(zip("abcd", map(float, g)))}}))
+    >>> v = recipe_comparison([root / "b0", root / "b1"], [root / "a0", root / "a1"])["policies"]["GRPO"]
+    >>> v["this"]["p_at_1"], v["other"]["p_at_1"], v["diff"], v["this"]["disagreement"], v["other"]["disagreement"]
+    (0.75, 0.5, 0.25, 0.0, 0.5)
+    >>> v["disagreement_diff"], v["n"]
+    (-0.5, 4)
+    """
+    from codegrep.errors import UserError
+    from codegrep.metrics import paired_bootstrap_diff
+
+    this, other = [read_run(d) for d in dirs], [read_run(d) for d in against]
+    if len(this) < 2 or len(other) < 2:
+        raise UserError(f"--seeds-against: each recipe needs two or more runs (got {len(this)} and {len(other)})")
+    out: dict[str, Any] = {}
+    for policy in policies:
+        have = [[tab[policy] for _, _, tab in runs if policy in tab] for runs in (this, other)]
+        if min(map(len, have)) < 2:
+            continue
+        common = sorted(set.intersection(*(set(t) for t in have[0] + have[1])))
+        if not common:
+            raise UserError(f"--seeds-against: the two recipes' runs share no evaluation instance for {policy}")
+        sides = {}
+        for side, tabs in zip(("this", "other"), have):
+            table = [[t[i] for i in common] for t in tabs]
+            per_run = [round(float(np.mean(r)), 6) for r in table]
+            sides[side] = {"runs": len(table), "p_at_1_runs": per_run, "p_at_1": round(float(np.mean(per_run)), 6),
+                           "p_at_1_min": min(per_run), "p_at_1_max": max(per_run),
+                           "p_at_1_sd": round(float(np.std(per_run, ddof=1)), 6),
+                           "per_instance": [float(np.mean(c)) for c in zip(*table)],
+                           "per_instance_disagreement": seed_disagreement(table)}
+            sides[side]["disagreement"] = round(float(np.mean(sides[side]["per_instance_disagreement"])), 6)
+        diff, lo, hi = paired_bootstrap_diff(sides["other"].pop("per_instance"), sides["this"].pop("per_instance"),
+                                             n_boot=n_boot, seed=boot_seed)
+        ddiff, dlo, dhi = paired_bootstrap_diff(sides["other"].pop("per_instance_disagreement"),
+                                                sides["this"].pop("per_instance_disagreement"), n_boot=n_boot,
+                                                seed=boot_seed)
+        out[policy] = {"n": len(common), **sides, "diff": round(diff, 6), "diff_lo": round(lo, 6),
+                       "diff_hi": round(hi, 6), "disagreement_diff": round(ddiff, 6),
+                       "disagreement_diff_lo": round(dlo, 6), "disagreement_diff_hi": round(dhi, 6)}
+    if not out:
+        raise UserError("--seeds-against: no policy of " + ", ".join(policies) + " is in two or more runs of each recipe")
+    return {"what": "this recipe (--seeds) against another (--seeds-against), each at several training seeds, on the "
+                    "instances every run has: per recipe the mean, range and SD of P@1 over seeds and the seed "
+                    "disagreement (mean over seed pairs of the share of instances whose P@1 differs); this minus the "
+                    "other paired over instances with 95% bootstrap intervals (given these seeds; SMALL)",
+            "this": [name for name, _, _ in this], "other": [name for name, _, _ in other], "policies": out}
+
+
+def recipe_comparison_text(doc: dict[str, Any]) -> str:
+    """:func:`recipe_comparison` as lines, one per policy and recipe, then the differences."""
+    lines = []
+    for policy, v in doc["policies"].items():
+        for side, label in (("this", "this recipe"), ("other", "other recipe")):
+            r = v[side]
+            lines.append(f"{policy:<11} {label:<13} {r['runs']} seeds: P@1 {r['p_at_1']:.3f} (range "
+                         f"{r['p_at_1_min']:.3f}-{r['p_at_1_max']:.3f}, SD {r['p_at_1_sd']:.3f}); seed pairs "
+                         f"disagree on {r['disagreement']:.1%} of the {v['n']} instances")
+        lines.append(f"{policy:<11} this - other: seed-averaged P@1 {v['diff']:+.3f} [{v['diff_lo']:+.3f}, "
+                     f"{v['diff_hi']:+.3f}]; disagreement {v['disagreement_diff']:+.3f} "
+                     f"[{v['disagreement_diff_lo']:+.3f}, {v['disagreement_diff_hi']:+.3f}] (95% over instances)")
+    return "\n".join(lines)
+
+
 def seed_spread_text(doc: dict[str, Any]) -> str:
     """:func:`seed_spread` as lines: per pair, each run, then the summary."""
     lines = []
@@ -448,6 +540,58 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
     runs = pairs[rows[0]]["n_runs"]
     plots.title(bx, f"(b) mean over {runs} seeds, paired", data="95% bootstrap CI over instances")
     plots.mark_source(fig, "measured", "one smoke run per seed; SMALL: a few seeds, one evaluation split")
+    out = plots.save(fig, path)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return out
+
+
+def recipe_figure(doc: dict[str, Any], path: str | Path, labels: tuple[str, str] = ("this recipe", "other recipe"),
+                  baselines: dict[str, float] | None = None) -> Path:
+    """:func:`recipe_comparison`'s figure, two panels: (a) each seed's P@1 under each recipe, per policy (a dot per
+    seed, a bar at the mean), with the baselines' P@1 as lines; (b) this recipe minus the other, paired over
+    instances with 95% bootstrap intervals: seed-averaged P@1 and seed disagreement, per policy. ``labels`` names
+    the two recipes. Saved with :func:`codegrep.plots.save`."""
+    from codegrep import plots
+
+    pols = list(doc["policies"])
+    fig, (ax, bx) = plots.subplots(1, 2, width=10.0, height=4.0, gridspec_kw={"width_ratios": [3, 2]})
+    for j, (side, label) in enumerate((("other", labels[1]), ("this", labels[0]))):
+        for k, policy in enumerate(pols):
+            r = doc["policies"][policy][side]
+            x = 2 * k + j
+            ax.scatter([x] * len(r["p_at_1_runs"]), r["p_at_1_runs"], color=plots.PALETTE[j], zorder=3,
+                       label=f"{label}: one dot per seed" if k == 0 else None)
+            ax.hlines(r["p_at_1"], x - 0.3, x + 0.3, color=plots.PALETTE[j], linewidth=2)
+            ax.annotate(f"{r['disagreement']:.0%} flip", (x, r["p_at_1_min"]), textcoords="offset points",
+                        xytext=(0, -14), ha="center", fontsize=7, color="0.3")
+    for k, (name, value) in enumerate((baselines or {}).items()):
+        ax.axhline(value, color=plots.PALETTE[2 + k], linestyle="--", linewidth=1.2, label=f"{name} ({value:.3f})")
+    ax.set_xticks([2 * k + 0.5 for k in range(len(pols))], [p.replace("_", " ") for p in pols])
+    ax.set_xlim(-0.7, 2 * len(pols) - 0.3)
+    lows = [doc["policies"][p][s_]["p_at_1_min"] for p in pols for s_ in ("this", "other")]
+    highs = [doc["policies"][p][s_]["p_at_1_max"] for p in pols for s_ in ("this", "other")]
+    ax.set_ylim(max(0.0, min(lows + list((baselines or {}).values())) - 0.1), min(1.0, max(highs) + 0.05))
+    ax.set_ylabel("P@1 (first file gold)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, fontsize=7, framealpha=0.9,
+              title="bar: mean over seeds; flip: share of instances on which two seeds disagree", title_fontsize=7)
+    n = doc["policies"][pols[0]]["n"]
+    plots.title(ax, "(a) P@1 per training seed, two recipes", data="real", n=n)
+    rows = [(f"{p.replace('_', ' ')}: P@1", p, "diff") for p in pols] + [
+        (f"{p.replace('_', ' ')}: disagreement", p, "disagreement_diff") for p in pols]
+    for y, (_, policy, key) in enumerate(rows):
+        v = doc["policies"][policy]
+        bx.errorbar([v[key]], [y], xerr=[[v[key] - v[f"{key}_lo"]], [v[f"{key}_hi"] - v[key]]], fmt="o", color="0.2",
+                    capsize=3)
+        bx.annotate(f"{v[key]:+.3f}", (v[key], y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    bx.axvline(0, color="0.5", linewidth=1)
+    bx.set_yticks(range(len(rows)), [r[0] for r in rows])
+    bx.set_ylim(-0.6, len(rows) - 0.4)
+    bx.invert_yaxis()
+    bx.set_xlabel(f"{labels[0]} minus {labels[1]}")
+    plots.title(bx, "(b) difference, paired over instances", data="95% bootstrap CI over instances")
+    plots.mark_source(fig, "measured", "one smoke run per seed and recipe; SMALL: a few seeds, one evaluation split")
     out = plots.save(fig, path)
     import matplotlib.pyplot as plt
 

@@ -561,21 +561,51 @@ def _report_seeds(args: argparse.Namespace) -> None:
             raise UserError(f"--seeds {d}: neither a per_instance.json (a run saved by report --save-results) "
                             "nor a run.json (a run's artifacts directory) there")
         inputs[str(found[0])] = found[0]
-    outputs = {k: v for k, v in (("--seeds-out", args.seeds_out), ("--seeds-plot", args.seeds_plot)) if v}
+    outputs = {k: v for k, v in (("--seeds-out", args.seeds_out), ("--seeds-plot", args.seeds_plot),
+                                 ("--against-plot", args.against_plot)) if v}
     for flag, path in outputs.items():  # every output checked before anything is written
         output_file(path, flag)
-    if args.seeds_plot is not None and Path(args.seeds_plot).suffix.lower() not in (".png", ".svg"):
-        raise UserError(f"--seeds-plot {args.seeds_plot}: a figure is saved as .png or .svg")
+    for flag, path in (("--seeds-plot", args.seeds_plot), ("--against-plot", args.against_plot)):
+        if path is not None and Path(path).suffix.lower() not in (".png", ".svg"):
+            raise UserError(f"{flag} {path}: a figure is saved as .png or .svg")
+    if args.against_plot is not None and not args.seeds_against:
+        raise UserError("--against-plot needs --seeds-against (the other recipe's runs)")
+    for d in args.seeds_against or []:
+        found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
+        if not found:
+            raise UserError(f"--seeds-against {d}: neither a per_instance.json (a run saved by report --save-results) "
+                            "nor a run.json (a run's artifacts directory) there")
+        inputs[str(found[0])] = found[0]
     refuse_overwriting_inputs(outputs, inputs)
     doc = seed_spread(args.seeds)
+    if args.seeds_against:
+        from codegrep.replicates import recipe_comparison
+
+        doc["against"] = recipe_comparison(args.seeds, args.seeds_against)
     if args.seeds_out is not None:
         write_atomic(args.seeds_out, json.dumps(doc, indent=1) + "\n")
     if args.seeds_plot is not None:
         seed_figure(doc, args.seeds_plot)
+    if args.against_plot is not None:
+        from codegrep.replicates import recipe_figure
+
+        lines = {"BM25": "GRPO vs bm25", "grep heuristic": "GRPO vs grep-heuristic"}
+        recipe_figure(doc["against"], args.against_plot, tuple(args.seeds_labels),
+                      {name: doc["pairs"][key]["p_at_1_against"] for name, key in lines.items() if key in doc["pairs"]})
     print(seed_spread_text(doc))
+    if "against" in doc:
+        from codegrep.replicates import recipe_comparison_text
+
+        print(recipe_comparison_text(doc["against"]))
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.seeds is None:  # the options that only shape --seeds' output would be dropped without a word
+        given = [f for f, v in (("--seeds-against", args.seeds_against), ("--seeds-out", args.seeds_out),
+                                ("--seeds-plot", args.seeds_plot), ("--against-plot", args.against_plot))
+                 if v is not None]
+        if given:
+            raise UserError(f"{given[0]} needs --seeds (the runs of the recipe it summarises)")
     if args.seeds is not None:
         _report_seeds(args)
         return 0
@@ -644,6 +674,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "train.seed=1`): per run P@1 and won/lost of the agent against "
                         "BM25 and the grep heuristic, the mean and range over seeds and the seed-averaged paired "
                         "difference with an interval over instances; prints the lines")
+    p.add_argument("--seeds-against", type=Path, nargs="+", default=None, metavar="RUN_DIR",
+                   help="with --seeds: another recipe's runs at several seeds (same instances); adds each recipe's "
+                        "mean, range and seed disagreement and this minus the other, paired over instances")
+    p.add_argument("--against-plot", type=Path, default=None, metavar="OUT.png",
+                   help="with --seeds-against: also draw both recipes' P@1 per seed and their paired differences")
+    p.add_argument("--seeds-labels", nargs=2, default=["this recipe", "other recipe"], metavar=("THIS", "OTHER"),
+                   help="with --against-plot: the two recipes' names on the figure (--seeds' runs first)")
     p.add_argument("--seeds-out", type=Path, default=None, metavar="OUT.json", help="with --seeds: also write the JSON")
     p.add_argument("--seeds-plot", type=Path, default=None, metavar="OUT.png",
                    help="with --seeds: also draw each seed's warm start and GRPO P@1 against BM25 and the heuristic")

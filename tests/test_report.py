@@ -440,3 +440,34 @@ def test_save_results_keeps_each_policys_call_habits_and_report_seeds_prints_the
     printed = capsys.readouterr().out
     assert "habits: grep 2, glob 6, read 0" in printed and "old" in printed and "habits not kept" in printed
     assert json.loads(out.read_text())["habits"]["old"] == {}
+
+
+def test_seeds_against_compares_two_recipes_paired_over_instances(tmp_path, capsys):
+    """`report --seeds B... --seeds-against A...`: each recipe's mean and seed disagreement, and B - A paired over the
+    instances all runs share; a recipe whose seeds agree everywhere has disagreement 0."""
+    from codegrep import cli
+
+    runs = {"a0": [1, 0, 1, 0, 1], "a1": [0, 1, 1, 0, 0], "b0": [1, 1, 1, 0, 1], "b1": [1, 1, 1, 0, 1]}
+    for name, g in runs.items():
+        (tmp_path / name).mkdir()
+        table = dict(zip("abcde", map(float, g)))
+        (tmp_path / name / "per_instance.json").write_text(json.dumps({"run_commit": name, "p_at_1": {
+            "x/GRPO": table, "x/warm_start": table, "eval/bm25": dict.fromkeys("abcde", 1.0)}}))
+    out = tmp_path / "seeds.json"
+    assert cli.main(["report", "--seeds", str(tmp_path / "b0"), str(tmp_path / "b1"), "--seeds-against",
+                     str(tmp_path / "a0"), str(tmp_path / "a1"), "--seeds-out", str(out)]) == 0
+    v = json.loads(out.read_text())["against"]["policies"]["GRPO"]
+    assert (v["this"]["p_at_1"], v["other"]["p_at_1"], v["n"]) == (0.8, 0.5, 5)
+    assert (v["this"]["disagreement"], v["other"]["disagreement"]) == (0.0, 0.6)  # a0/a1 differ on a, b, e
+    assert v["diff"] == 0.3 and v["diff_lo"] <= 0.3 <= v["diff_hi"] and v["disagreement_diff"] == -0.6
+    printed = capsys.readouterr().out
+    assert "seed pairs disagree on 60.0% of the 5 instances" in printed and "this - other: seed-averaged P@1 +0.300" in printed
+    import matplotlib
+
+    figure = tmp_path / "recipes.svg"
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text kept as text: the labels can be read back
+        assert cli.main(["report", "--seeds", str(tmp_path / "b0"), str(tmp_path / "b1"), "--seeds-against",
+                         str(tmp_path / "a0"), str(tmp_path / "a1"), "--against-plot", str(figure),
+                         "--seeds-labels", "recipe B", "recipe A"]) == 0
+    text = figure.read_text()
+    assert "recipe B: one dot per seed" in text and "recipe B minus recipe A" in text and "BM25 (1.000)" in text
