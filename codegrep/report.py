@@ -555,12 +555,13 @@ def _report_seeds(args: argparse.Namespace) -> None:
     from codegrep.replicates import seed_figure, seed_spread, seed_spread_text
 
     inputs = {}
-    for d in args.seeds:
-        found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
-        if not found:
-            raise UserError(f"--seeds {d}: neither a per_instance.json (a run saved by report --save-results) "
-                            "nor a run.json (a run's artifacts directory) there")
-        inputs[str(found[0])] = found[0]
+    for flag, dirs in (("--seeds", args.seeds), ("--seeds-against", args.seeds_against or [])):
+        for d in dirs:
+            found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
+            if not found:
+                raise UserError(f"{flag} {d}: neither a per_instance.json (a run saved by report --save-results) "
+                                "nor a run.json (a run's artifacts directory) there")
+            inputs[str(found[0])] = found[0]
     outputs = {k: v for k, v in (("--seeds-out", args.seeds_out), ("--seeds-plot", args.seeds_plot),
                                  ("--against-plot", args.against_plot)) if v}
     for flag, path in outputs.items():  # every output checked before anything is written
@@ -570,12 +571,6 @@ def _report_seeds(args: argparse.Namespace) -> None:
             raise UserError(f"{flag} {path}: a figure is saved as .png or .svg")
     if args.against_plot is not None and not args.seeds_against:
         raise UserError("--against-plot needs --seeds-against (the other recipe's runs)")
-    for d in args.seeds_against or []:
-        found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
-        if not found:
-            raise UserError(f"--seeds-against {d}: neither a per_instance.json (a run saved by report --save-results) "
-                            "nor a run.json (a run's artifacts directory) there")
-        inputs[str(found[0])] = found[0]
     refuse_overwriting_inputs(outputs, inputs)
     doc = seed_spread(args.seeds)
     if args.seeds_against:
