@@ -175,9 +175,8 @@ def habits(artifacts: Path) -> dict[str, dict[str, Any]]:
 def read_habits(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     """A run's call habits: a committed run's ``habits.json`` (``report --save-results``), else counted from a run's
     artifacts directory; ``{}`` where neither is there (runs saved before habits were kept)."""
-    from codegrep.files import read_json_object
-
     from codegrep.errors import UserError
+    from codegrep.files import read_json_object
 
     run_dir = Path(run_dir)
     path = run_dir / HABITS_FILE
@@ -414,10 +413,11 @@ def recipe_comparison(dirs: Iterable[Path], against: Iterable[Path], policies: I
         sides = {}
         for side, tabs in zip(("this", "other"), have):
             table = [[t[i] for i in common] for t in tabs]
-            per_run = [round(float(np.mean(r)), 6) for r in table]
-            sides[side] = {"runs": len(table), "p_at_1_runs": per_run, "p_at_1": round(float(np.mean(per_run)), 6),
+            raw = [float(np.mean(r)) for r in table]
+            per_run = [round(v, 6) for v in raw]
+            sides[side] = {"runs": len(table), "p_at_1_runs": per_run, "p_at_1": round(float(np.mean(raw)), 6),
                            "p_at_1_min": min(per_run), "p_at_1_max": max(per_run),
-                           "p_at_1_sd": round(float(np.std(per_run, ddof=1)), 6),
+                           "p_at_1_sd": round(float(np.std(raw, ddof=1)), 6),
                            "per_instance": [float(np.mean(c)) for c in zip(*table)],
                            "per_instance_disagreement": seed_disagreement(table)}
             sides[side]["disagreement"] = round(float(np.mean(sides[side]["per_instance_disagreement"])), 6)
