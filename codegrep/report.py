@@ -585,7 +585,7 @@ def _report_seeds(args: argparse.Namespace) -> None:
         from codegrep.replicates import recipe_figure
 
         lines = {"BM25": "GRPO vs bm25", "grep heuristic": "GRPO vs grep-heuristic"}
-        recipe_figure(doc["against"], args.against_plot, tuple(args.seeds_labels),
+        recipe_figure(doc["against"], args.against_plot, (args.seeds_label, args.against_label),
                       {name: doc["pairs"][key]["p_at_1_against"] for name, key in lines.items() if key in doc["pairs"]})
     print(seed_spread_text(doc))
     if "against" in doc:
@@ -674,8 +674,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "mean, range and seed disagreement and this minus the other, paired over instances")
     p.add_argument("--against-plot", type=Path, default=None, metavar="OUT.png",
                    help="with --seeds-against: also draw both recipes' P@1 per seed and their paired differences")
-    p.add_argument("--seeds-labels", nargs=2, default=["this recipe", "other recipe"], metavar=("THIS", "OTHER"),
-                   help="with --against-plot: the two recipes' names on the figure (--seeds' runs first)")
+    p.add_argument("--seeds-label", default="this recipe", metavar="NAME",
+                   help="with --against-plot: the name of --seeds' recipe on the figure")
+    p.add_argument("--against-label", default="other recipe", metavar="NAME",
+                   help="with --against-plot: the name of --seeds-against's recipe on the figure")
     p.add_argument("--seeds-out", type=Path, default=None, metavar="OUT.json", help="with --seeds: also write the JSON")
     p.add_argument("--seeds-plot", type=Path, default=None, metavar="OUT.png",
                    help="with --seeds: also draw each seed's warm start and GRPO P@1 against BM25 and the heuristic")

@@ -468,6 +468,6 @@ def test_seeds_against_compares_two_recipes_paired_over_instances(tmp_path, caps
     with matplotlib.rc_context({"svg.fonttype": "none"}):  # text kept as text: the labels can be read back
         assert cli.main(["report", "--seeds", str(tmp_path / "b0"), str(tmp_path / "b1"), "--seeds-against",
                          str(tmp_path / "a0"), str(tmp_path / "a1"), "--against-plot", str(figure),
-                         "--seeds-labels", "recipe B", "recipe A"]) == 0
+                         "--seeds-label", "recipe B", "--against-label", "recipe A"]) == 0
     text = figure.read_text()
     assert "recipe B: one dot per seed" in text and "recipe B minus recipe A" in text and "BM25 (1.000)" in text
