@@ -133,7 +133,7 @@ def call_habits(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """
     from collections import Counter
 
-    from codegrep.agent.protocol import REPEAT_ERROR
+    from codegrep.agent.protocol import INVALID_JSON_ERROR, REPEAT_ERROR
 
     repeat = REPEAT_ERROR.split(":")[0]  # the message's fixed part
     episodes = [e for e in episodes if isinstance(e, dict)]
@@ -145,7 +145,7 @@ def call_habits(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
         calls.update(c.get("name") for t in turns for c in t.get("calls") or [] if isinstance(c, dict))
         errors = [str(x) for t in turns for x in t.get("errors") or []]
         repeated += any(repeat in x for x in errors)
-        invalid += any(x.startswith("invalid JSON") for x in errors)
+        invalid += any(x.startswith(INVALID_JSON_ERROR) for x in errors)
         unsubmitted += not e.get("submitted")
         if turns:
             first.append(int(turns[0].get("completion_tokens") or 0))

@@ -471,3 +471,16 @@ def test_seeds_against_compares_two_recipes_paired_over_instances(tmp_path, caps
                          "--seeds-label", "recipe B", "--against-label", "recipe A"]) == 0
     text = figure.read_text()
     assert "recipe B: one dot per seed" in text and "recipe B minus recipe A" in text and "BM25 (1.000)" in text
+
+
+def test_call_habits_count_the_protocols_own_error_messages():
+    """The habits are counted from the turn function's messages, not from a copy of their wording: an invalid block
+    parsed by the real parser and the real repeat message are both counted."""
+    from codegrep.agent.protocol import REPEAT_ERROR, parse_tool_calls
+    from codegrep.replicates import call_habits
+
+    errors = parse_tool_calls('<tool_call>{"name": "grep", "arguments": {pattern</tool_call>').errors
+    assert errors
+    h = call_habits([{"submitted": True, "turns": [{"calls": [], "errors": errors}]},
+                     {"submitted": True, "turns": [{"calls": [], "errors": [REPEAT_ERROR]}]}])
+    assert (h["episodes_with_invalid_json"], h["episodes_with_a_turn_ended_by_a_repeated_call"]) == (1, 1)

@@ -295,7 +295,7 @@ def _decode(body: str) -> tuple[Any, str | None]:
     try:
         obj, _ = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as exc:
-        return None, f"invalid JSON in <tool_call> ({exc.msg} at char {exc.pos}): {body[:80]!r}"
+        return None, f"{INVALID_JSON_ERROR} ({exc.msg} at char {exc.pos}): {body[:80]!r}"
     return obj, None
 
 
@@ -556,6 +556,10 @@ def apply_turn(output: str, number: int, config: AgentConfig,
         outcome.observation = f"{ranked_line(ranked)}\n{outcome.observation}"
     return outcome
 
+
+INVALID_JSON_ERROR = "invalid JSON in <tool_call>"
+"""How a format error for a block that is not valid JSON begins (:func:`_decode`; counted by
+``codegrep.replicates.call_habits``)."""
 
 REPEAT_ERROR = "a call repeated an earlier call of this turn: the turn ended there (it and what followed were not run)"
 
