@@ -554,9 +554,12 @@ def _report_seeds(args: argparse.Namespace) -> None:
     from codegrep.files import output_file, refuse_overwriting_inputs
     from codegrep.replicates import seed_figure, seed_spread, seed_spread_text
 
-    inputs = {}
+    inputs, seen = {}, {}
     for flag, dirs in (("--seeds", args.seeds), ("--seeds-against", args.seeds_against or [])):
         for d in dirs:
+            twice = seen.setdefault(Path(d).resolve(), f"{flag} {d}")
+            if twice != f"{flag} {d}" or list(dirs).count(d) > 1:  # one run counted twice: a spread of 0 for free
+                raise UserError(f"{flag} {d}: the same run as {twice}; each seed's run is given once, in one list")
             found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
             if not found:
                 raise UserError(f"{flag} {d}: neither a per_instance.json (a run saved by report --save-results) "
