@@ -191,15 +191,56 @@ def read_habits(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     return {}
 
 
+def is_demos_result(doc: dict[str, Any]) -> bool:
+    """Whether a JSON object is a ``codegrep bench demos --result`` file (held-out train tasks, not a run)."""
+    return isinstance(doc.get("points"), list) and isinstance(doc.get("dev_ids"), list)
+
+
+def demos_tables(doc: dict[str, Any], path: str | Path = "bench demos result") -> dict[str, dict[str, float]]:
+    """``{policy: {task_id: P@1}}`` from one ``bench demos --result`` point: the warm start (``warm_start``) and the
+    scripted expert it imitates (``scripted-expert``) on the held-out TRAIN tasks, so a seed study on training tasks
+    (``--set train.sft_seed=S``, one file per seed) reads as one on evaluation instances does. A file of several
+    points (``--tasks 10,20,40``) is refused: which point is the seed's would be a guess.
+
+    >>> demos_tables({"dev_ids": ["a", "b"], "expert_per_task": [1.0, 0.0], "points": [{"per_task": [0.0, 1.0]}]})
+    {'warm_start': {'a': 0.0, 'b': 1.0}, 'scripted-expert': {'a': 1.0, 'b': 0.0}}
+    """
+    from codegrep.errors import UserError
+
+    points, ids = doc["points"], doc["dev_ids"]
+    if len(points) != 1:
+        raise UserError(f"{path}: holds {len(points)} points (one per --tasks size); a seed study reads one point "
+                        "per file: run bench demos with one --tasks size")
+    out = {}
+    for policy, row in (("warm_start", points[0].get("per_task") if isinstance(points[0], dict) else None),
+                        ("scripted-expert", doc.get("expert_per_task"))):
+        if row is None:
+            continue
+        if not isinstance(row, list) or len(row) != len(ids):
+            raise UserError(f"{path}: the {policy} row must be a list of one P@1 per dev task ({len(ids)}), got "
+                            f"{type(row).__name__}{' of ' + str(len(row)) if isinstance(row, list) else ''}")
+        out[policy] = dict(zip(map(str, ids), row))
+    return out
+
+
 def read_run(run_dir: str | Path) -> tuple[str, str, dict[str, dict[str, float]]]:
     """A run's name, short commit and per-instance P@1 tables (:func:`tables`): from a committed run's
     ``per_instance.json``, or, where there is none, from a run's artifacts directory (its ``run.json`` and evaluation
-    rows, :func:`per_instance`; named after its parent when it is called ``artifacts``). A file without
-    tables or with a P@1 that is not a number is one error naming it."""
+    rows, :func:`per_instance`; named after its parent when it is called ``artifacts``), or from a ``bench demos
+    --result`` file (:func:`demos_tables`, named after the file). A file without tables or with a P@1 that is not a
+    number is one error naming it."""
     from codegrep.errors import UserError
     from codegrep.files import read_json_object
 
     run_dir = Path(run_dir)
+    if run_dir.is_file():
+        doc = read_json_object(run_dir)
+        if not is_demos_result(doc):
+            raise UserError(f"{run_dir}: not a bench demos --result file (no 'points' and 'dev_ids'); give a run "
+                            "directory (per_instance.json or run.json) or such a file")
+        tab = demos_tables(doc, run_dir)
+        _check_numbers(run_dir, {}, tab)
+        return run_dir.stem, str(doc.get("git_commit") or "")[:7], tab
     path = run_dir / "per_instance.json"
     if not path.is_file() and (run_dir / "run.json").is_file():  # a run's artifacts, straight from `reproduce --out`
         path = run_dir / "run.json"
@@ -287,7 +328,8 @@ def replicates_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-SEED_PAIRS = (("GRPO", "bm25"), ("GRPO", "grep-heuristic"), ("warm_start", "bm25"), ("GRPO", "warm_start"))
+SEED_PAIRS = (("GRPO", "bm25"), ("GRPO", "grep-heuristic"), ("warm_start", "bm25"), ("GRPO", "warm_start"),
+              ("warm_start", "scripted-expert"))
 """(policy, against) pairs :func:`seed_spread` summarises over training-seed replicates."""
 
 
@@ -357,7 +399,7 @@ def seed_spread(dirs: Iterable[Path], pairs: Iterable[tuple[str, str]] = SEED_PA
                     "a 95% bootstrap interval over instances (given these seeds; SMALL: a few seeds, one split)",
             "runs": [name for name, _, _ in tabs], "pairs": out,
             "habits": {name: {policy_name(k): v for k, v in read_habits(d).items()}
-                       for d, (name, _, _) in zip(dirs, tabs)}}
+                       for d, (name, _, _) in zip(dirs, tabs) if d.is_dir()}}  # a bench demos file keeps none
 
 
 def seed_disagreement(table: list[list[float]]) -> list[float]:
@@ -492,9 +534,11 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
     from codegrep.errors import UserError
 
     pairs = doc["pairs"]
-    shown = [(p, f"{p} vs bm25") for p in ("warm_start", "GRPO") if f"{p} vs bm25" in pairs]
+    base = "bm25" if any(k.endswith(" vs bm25") for k in pairs) else "scripted-expert"  # runs, or bench demos points
+    shown = [(p, f"{p} vs {base}") for p in ("warm_start", "GRPO") if f"{p} vs {base}" in pairs]
     if not shown:
-        raise UserError("--seeds-plot: the runs have no warm_start or GRPO rows beside bm25 to draw")
+        raise UserError("--seeds-plot: the runs have no warm_start or GRPO rows beside bm25 (or the scripted expert) "
+                        "to draw")
     names = list(dict.fromkeys(r["run"] for _, key in shown for r in pairs[key]["runs"]))
     n = pairs[shown[0][1]]["n"]
     fig, (ax, bx) = plots.subplots(1, 2, width=max(9.0, 4.5 + 0.8 * len(names)), height=3.8,
@@ -508,7 +552,8 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
         low += [lo for lo, _ in cis]
         ax.errorbar(xs, ys, yerr=[[y - lo for y, (lo, _) in zip(ys, cis)], [hi - y for y, (_, hi) in zip(ys, cis)]],
                     fmt="os"[j], color=plots.PALETTE[j], capsize=3, label=policy.replace("_", " "))
-    lines = {"BM25": shown[-1][1], "grep heuristic": next((k for k in pairs if k.endswith(" vs grep-heuristic")), None)}
+    lines = {"BM25" if base == "bm25" else "scripted expert": shown[-1][1],
+             "grep heuristic": next((k for k in pairs if k.endswith(" vs grep-heuristic")), None)}
     varies = False
     for k, (label, key) in enumerate(lines.items()):  # a baseline's P@1 (the other side of a pair), where there is one
         if key is not None:
@@ -523,8 +568,8 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
                                                                    if varies else "no training, the same in every run"),
               title_fontsize=7)
     plots.title(ax, "(a) P@1 per training seed", data="real", n=n)
-    rows = [k for k in ("GRPO vs bm25", "warm_start vs bm25", "GRPO vs grep-heuristic", "GRPO vs warm_start")
-            if k in pairs]
+    rows = [k for k in ("GRPO vs bm25", "warm_start vs bm25", "GRPO vs grep-heuristic", "GRPO vs warm_start",
+                        "warm_start vs scripted-expert") if k in pairs]
     for y, key in enumerate(rows):
         v = pairs[key]
         bx.errorbar([v["diff"]], [y], xerr=[[v["diff"] - v["diff_lo"]], [v["diff_hi"] - v["diff"]]], fmt="o",
@@ -532,14 +577,16 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
         bx.annotate(f"{v['diff']:+.3f}", (v["diff"], y), textcoords="offset points", xytext=(0, 6), ha="center",
                     fontsize=7)
     bx.axvline(0, color="0.5", linewidth=1)
-    words = {"bm25": "BM25", "grep-heuristic": "grep heuristic", "warm_start": "warm start"}
+    words = {"bm25": "BM25", "grep-heuristic": "grep heuristic", "warm_start": "warm start",
+             "scripted-expert": "scripted expert"}
     bx.set_yticks(range(len(rows)), [" − ".join(words.get(p, p) for p in k.split(" vs ")) for k in rows])
     bx.set_ylim(-0.6, len(rows) - 0.4)
     bx.invert_yaxis()
     bx.set_xlabel("seed-averaged P@1 difference")
     runs = pairs[rows[0]]["n_runs"]
     plots.title(bx, f"(b) mean over {runs} seeds, paired", data="95% bootstrap CI over instances")
-    plots.mark_source(fig, "measured", "one smoke run per seed; SMALL: a few seeds, one evaluation split")
+    plots.mark_source(fig, "measured", "one smoke run per seed; SMALL: a few seeds, one evaluation split"
+                      if base == "bm25" else "one bench demos point per seed, held-out TRAIN tasks; SMALL: a few seeds")
     out = plots.save(fig, path)
     import matplotlib.pyplot as plt
 
@@ -548,11 +595,12 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
 
 
 def recipe_figure(doc: dict[str, Any], path: str | Path, labels: tuple[str, str] = ("this recipe", "other recipe"),
-                  baselines: dict[str, float] | None = None) -> Path:
+                  baselines: dict[str, float] | None = None,
+                  note: str = "one smoke run per seed and recipe; SMALL: a few seeds, one evaluation split") -> Path:
     """:func:`recipe_comparison`'s figure, two panels: (a) each seed's P@1 under each recipe, per policy (a dot per
     seed, a bar at the mean), with the baselines' P@1 as lines; (b) this recipe minus the other, paired over
     instances with 95% bootstrap intervals: seed-averaged P@1 and seed disagreement, per policy. ``labels`` names
-    the two recipes. Saved with :func:`codegrep.plots.save`."""
+    the two recipes; ``note`` says what a seed's point is. Saved with :func:`codegrep.plots.save`."""
     from codegrep import plots
 
     pols = list(doc["policies"])
@@ -591,7 +639,7 @@ def recipe_figure(doc: dict[str, Any], path: str | Path, labels: tuple[str, str]
     bx.invert_yaxis()
     bx.set_xlabel(f"{labels[0]} minus {labels[1]}")
     plots.title(bx, "(b) difference, paired over instances", data="95% bootstrap CI over instances")
-    plots.mark_source(fig, "measured", "one smoke run per seed and recipe; SMALL: a few seeds, one evaluation split")
+    plots.mark_source(fig, "measured", note)
     out = plots.save(fig, path)
     import matplotlib.pyplot as plt
 

@@ -560,10 +560,11 @@ def _report_seeds(args: argparse.Namespace) -> None:
             twice = seen.setdefault(Path(d).resolve(), f"{flag} {d}")
             if twice != f"{flag} {d}" or list(dirs).count(d) > 1:  # one run counted twice: a spread of 0 for free
                 raise UserError(f"{flag} {d}: the same run as {twice}; each seed's run is given once, in one list")
-            found = [Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
+            found = [Path(d)] if Path(d).is_file() else [  # a file: a bench demos --result (read_run checks it)
+                Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
             if not found:
                 raise UserError(f"{flag} {d}: neither a per_instance.json (a run saved by report --save-results) "
-                                "nor a run.json (a run's artifacts directory) there")
+                                "nor a run.json (a run's artifacts directory) there, nor a bench demos --result file")
             inputs[str(found[0])] = found[0]
     outputs = {k: v for k, v in (("--seeds-out", args.seeds_out), ("--seeds-plot", args.seeds_plot),
                                  ("--against-plot", args.against_plot)) if v}
@@ -587,9 +588,13 @@ def _report_seeds(args: argparse.Namespace) -> None:
     if args.against_plot is not None:
         from codegrep.replicates import recipe_figure
 
-        lines = {"BM25": "GRPO vs bm25", "grep heuristic": "GRPO vs grep-heuristic"}
+        lines = {"BM25": "GRPO vs bm25", "grep heuristic": "GRPO vs grep-heuristic",
+                 "scripted expert": "warm_start vs scripted-expert"}
+        demos = all(Path(d).is_file() for d in args.seeds + args.seeds_against)
         recipe_figure(doc["against"], args.against_plot, (args.seeds_label, args.against_label),
-                      {name: doc["pairs"][key]["p_at_1_against"] for name, key in lines.items() if key in doc["pairs"]})
+                      {name: doc["pairs"][key]["p_at_1_against"] for name, key in lines.items() if key in doc["pairs"]},
+                      "one bench demos point per seed and recipe, held-out TRAIN tasks; SMALL: a few seeds"
+                      if demos else "one smoke run per seed and recipe; SMALL: a few seeds, one evaluation split")
     print(seed_spread_text(doc))
     if "against" in doc:
         from codegrep.replicates import recipe_comparison_text
@@ -669,9 +674,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="one recipe at several training seeds (committed runs holding a per_instance.json, e.g. "
                         f"{RESULTS_DIR}/smoke and its seed replicates, or runs' artifacts directories, e.g. "
                         "runs/seed1/artifacts from `reproduce --out runs/seed1 --set train.sft_seed=1 --set "
-                        "train.seed=1`): per run P@1 and won/lost of the agent against "
-                        "BM25 and the grep heuristic, the mean and range over seeds and the seed-averaged paired "
-                        "difference with an interval over instances; prints the lines")
+                        "train.seed=1`; or, on held-out TRAIN tasks, `bench demos --result` files, one --tasks size "
+                        "and one train.sft_seed each): per run P@1 and won/lost of the agent against "
+                        "BM25 and the grep heuristic (of a warm start against the scripted expert), the mean and "
+                        "range over seeds and the seed-averaged paired difference with an interval over instances; "
+                        "prints the lines")
     p.add_argument("--seeds-against", type=Path, nargs="+", default=None, metavar="RUN_DIR",
                    help="with --seeds: another recipe's runs at several seeds (same instances); adds each recipe's "
                         "mean, range and seed disagreement and this minus the other, paired over instances")

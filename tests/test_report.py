@@ -484,3 +484,43 @@ def test_call_habits_count_the_protocols_own_error_messages():
     h = call_habits([{"submitted": True, "turns": [{"calls": [], "errors": errors}]},
                      {"submitted": True, "turns": [{"calls": [], "errors": [REPEAT_ERROR]}]}])
     assert (h["episodes_with_invalid_json"], h["episodes_with_a_turn_ended_by_a_repeated_call"]) == (1, 1)
+
+
+def _demos_result(path, per_task, expert, seed, ids="abcde"):
+    """A `bench demos --result` file of one point (the keys bench demos writes that report --seeds reads)."""
+    path.write_text(json.dumps({"what": "warm-start P@1 on held-out REAL train tasks", "seed": 0, "dev_ids": list(ids),
+                                "sft": {"seed": seed}, "expert_p_at_1": sum(expert) / len(expert),
+                                "expert_per_task": expert, "git_commit": "abc1234def",
+                                "points": [{"n_tasks": 40, "p_at_1": sum(per_task) / len(per_task),
+                                            "per_task": per_task}]}))
+    return path
+
+
+def test_seeds_reads_bench_demos_results_as_a_seed_study_on_train_tasks(tmp_path, capsys):
+    """`report --seeds` over `bench demos --result` files (one point and one SFT seed each): the warm start against
+    the scripted expert per seed and over seeds, and two recipes compared paired over the dev tasks, as for runs."""
+    from codegrep import cli
+
+    expert = [1.0, 1.0, 0.0, 1.0, 0.0]
+    c = [_demos_result(tmp_path / f"C_s{s}.json", g, expert, s) for s, g in
+         enumerate(([1.0, 1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0, 1.0]))]
+    d = [_demos_result(tmp_path / f"D_s{s}.json", g, expert, s) for s, g in
+         enumerate(([0.0, 1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 1.0, 0.0]))]
+    out, fig = tmp_path / "seeds.json", tmp_path / "recipes.svg"
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        assert cli.main(["report", "--seeds", *map(str, c), "--seeds-against", *map(str, d), "--seeds-out", str(out),
+                         "--seeds-plot", str(tmp_path / "seeds.png"), "--against-plot", str(fig)]) == 0
+    doc = json.loads(out.read_text())
+    v = doc["pairs"]["warm_start vs scripted-expert"]
+    assert (v["n_runs"], v["n"], v["p_at_1"], v["p_at_1_against"]) == (2, 5, 0.7, 0.6)
+    assert [(r["run"], r["won"], r["lost"]) for r in v["runs"]] == [("C_s0", 0, 0), ("C_s1", 1, 0)]
+    w = doc["against"]["policies"]["warm_start"]
+    assert (w["this"]["p_at_1"], w["other"]["p_at_1"], w["this"]["disagreement"], w["other"]["disagreement"]) == \
+        (0.7, 0.5, 0.2, 0.6)  # C's seeds differ on e; D's on a, b, c
+    assert w["diff"] == 0.2 and doc["habits"] == {}
+    printed = capsys.readouterr().out
+    assert "C_s1" in printed and "warm_start vs scripted-expert" in printed and "habits not kept" not in printed
+    text = fig.read_text()
+    assert "scripted expert (0.600)" in text and "held-out TRAIN tasks" in text and (tmp_path / "seeds.png").is_file()
