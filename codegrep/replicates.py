@@ -240,6 +240,8 @@ def read_run(run_dir: str | Path) -> tuple[str, str, dict[str, dict[str, float]]
                             "directory (per_instance.json or run.json) or such a file")
         tab = demos_tables(doc, run_dir)
         _check_numbers(run_dir, {}, tab)
+        if not tab:
+            raise UserError(f"{run_dir}: its point has no 'per_task' row and there is no 'expert_per_task'")
         return run_dir.stem, str(doc.get("git_commit") or "")[:7], tab
     path = run_dir / "per_instance.json"
     if not path.is_file() and (run_dir / "run.json").is_file():  # a run's artifacts, straight from `reproduce --out`
