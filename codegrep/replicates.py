@@ -513,7 +513,8 @@ def seed_spread_text(doc: dict[str, Any]) -> str:
                      f"(range {v['p_at_1_min']:.3f}-{v['p_at_1_max']:.3f}) vs {v['p_at_1_against']:.3f}; "
                      f"{v['runs_at_or_above']} of {v['n_runs']} at or above; seed-averaged diff {v['diff']:+.3f} "
                      f"[{v['diff_lo']:+.3f}, {v['diff_hi']:+.3f}]"
-                     + (f" (identical rows, not independent seeds: {'; '.join(same)})" if same else ""))
+                     + (f" (identical rows: {'; '.join(same)}; the same P@1 on every instance, from a stage the seeds "
+                        "share or from seeds that converge: check which before reading the range)" if same else ""))
     for run, by_policy in (doc.get("habits") or {}).items():
         for policy, h in by_policy.items():
             lines.append(f"{run:<36} {policy:<26} habits: grep {h['grep_calls']}, glob {h['glob_calls']}, read "

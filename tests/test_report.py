@@ -370,7 +370,7 @@ def test_seed_replicates_summarise_one_recipe_over_seeds_on_common_instances(tmp
     (tmp_path / "s3" / "per_instance.json").write_text(json.dumps(
         {"run_commit": "s3", "p_at_1": {"x/GRPO": grpo["s1"], "eval/bm25": bm25}}))
     assert cli.main(["report", "--seeds", *dirs, str(tmp_path / "s3")]) == 0
-    assert "identical rows, not independent seeds: s3 = s1" in capsys.readouterr().out
+    assert "identical rows: s3 = s1; the same P@1 on every instance" in capsys.readouterr().out
     art = tmp_path / "seed4" / "artifacts"  # a run's artifacts straight from `reproduce --out`: read the same way
     (art / "train" / "eval" / "r").mkdir(parents=True)
     (art / "eval").mkdir()
