@@ -527,6 +527,16 @@ def seed_spread_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def from_demos(pairs: dict[str, Any]) -> bool:
+    """Whether :func:`seed_spread`'s pairs come from ``bench demos`` points (held-out TRAIN tasks, the scripted expert
+    the baseline) rather than runs (the 86, BM25 the baseline): the one place the figures and their notes decide it.
+
+    >>> from_demos({"warm_start vs scripted-expert": {}}), from_demos({"GRPO vs bm25": {}, "warm_start vs bm25": {}})
+    (True, False)
+    """
+    return not any(k.endswith(" vs bm25") for k in pairs)
+
+
 def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
     """:func:`seed_spread`'s figure, two panels: (a) each run's warm start and GRPO P@1 with 95% Wilson intervals
     over its instances, BM25's and the grep heuristic's P@1 as lines (no training: the same in every run);
@@ -537,7 +547,7 @@ def seed_figure(doc: dict[str, Any], path: str | Path) -> Path:
     from codegrep.errors import UserError
 
     pairs = doc["pairs"]
-    base = "bm25" if any(k.endswith(" vs bm25") for k in pairs) else "scripted-expert"  # runs, or bench demos points
+    base = "scripted-expert" if from_demos(pairs) else "bm25"
     shown = [(p, f"{p} vs {base}") for p in ("warm_start", "GRPO") if f"{p} vs {base}" in pairs]
     if not shown:
         raise UserError("--seeds-plot: the runs have no warm_start or GRPO rows beside bm25 (or the scripted expert) "

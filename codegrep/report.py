@@ -587,15 +587,16 @@ def _report_seeds(args: argparse.Namespace) -> None:
     if args.seeds_plot is not None:
         seed_figure(doc, args.seeds_plot)
     if args.against_plot is not None:
-        from codegrep.replicates import recipe_figure
+        from codegrep.replicates import from_demos, recipe_figure
 
         lines = {"BM25": "GRPO vs bm25", "grep heuristic": "GRPO vs grep-heuristic",
                  "scripted expert": "warm_start vs scripted-expert"}
-        demos = all(Path(d).is_file() for d in args.seeds + args.seeds_against)
+        note = ("one bench demos point per seed and recipe, held-out TRAIN tasks; SMALL: a few seeds"
+                if from_demos(doc["pairs"]) else
+                "one smoke run per seed and recipe; SMALL: a few seeds, one evaluation split")
         recipe_figure(doc["against"], args.against_plot, (args.seeds_label, args.against_label),
                       {name: doc["pairs"][key]["p_at_1_against"] for name, key in lines.items() if key in doc["pairs"]},
-                      "one bench demos point per seed and recipe, held-out TRAIN tasks; SMALL: a few seeds"
-                      if demos else "one smoke run per seed and recipe; SMALL: a few seeds, one evaluation split")
+                      note)
     print(seed_spread_text(doc))
     if "against" in doc:
         from codegrep.replicates import recipe_comparison_text
