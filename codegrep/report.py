@@ -557,10 +557,10 @@ def _report_seeds(args: argparse.Namespace) -> None:
     inputs, seen = {}, {}
     for flag, dirs in (("--seeds", args.seeds), ("--seeds-against", args.seeds_against or [])):
         for d in dirs:
-            if Path(d).resolve() in seen:  # one run counted twice: a spread of 0 for free
-                raise UserError(f"{flag} {d}: the same run as {seen[Path(d).resolve()]}; each seed's run is given "
-                                "once, in one list")
-            seen[Path(d).resolve()] = f"{flag} {d}"
+            key = Path(d).resolve()
+            if key in seen:  # one run counted twice: a spread of 0 for free
+                raise UserError(f"{flag} {d}: the same run as {seen[key]}; each seed's run is given once, in one list")
+            seen[key] = f"{flag} {d}"
             found = [Path(d)] if Path(d).is_file() else [  # a file: a bench demos --result (read_run checks it)
                 Path(d) / f for f in ("per_instance.json", "run.json") if (Path(d) / f).is_file()]
             if not found:
